@@ -1,0 +1,93 @@
+# ngx_http_throttle_module: build, demo, test and bench.
+#
+#   make demo    build, start nginx with the module on 127.0.0.1:8080, show
+#                requests passing then being limited
+#   make test    install what is missing, build, run every test
+#   make bench   throughput and latency with wrk, as ratios
+
+SHELL       := /bin/bash
+NGINX_SRC   ?= /usr/share/nginx/src
+NGINX_BIN   ?= /usr/sbin/nginx
+BUILD       ?= $(CURDIR)/build
+CORE_BUILD  := $(BUILD)/core
+NGINX_BUILD := $(BUILD)/nginx
+MODULE      := $(BUILD)/ngx_http_throttle_module.so
+JOBS        ?= $(shell nproc)
+
+# What each target needs from Debian.
+BUILD_DEPS  := build-essential cmake nginx nginx-dev libssl-dev libpcre2-dev \
+               zlib1g-dev
+TEST_DEPS   := $(BUILD_DEPS) googletest libgtest-dev libtest-base-perl \
+               curl
+DEMO_DEPS   := $(BUILD_DEPS) curl
+BENCH_DEPS  := $(BUILD_DEPS) wrk curl
+
+CORE_SRCS   := $(wildcard src/throttle/*.cpp src/throttle/*.hpp) CMakeLists.txt
+GLUE_SRCS   := $(wildcard ngx_module/*.cpp ngx_module/*.h) config
+
+.PHONY: all build core deps test unit integration demo demo-stop bench \
+        format clean
+
+all: build
+
+deps:
+	@scripts/deps.sh $(TEST_DEPS)
+
+core: $(CORE_BUILD)/libthrottle_core.a
+
+$(CORE_BUILD)/libthrottle_core.a: $(CORE_SRCS)
+	cmake -S . -B $(CORE_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	cmake --build $(CORE_BUILD) -j $(JOBS)
+
+# nginx's build system, configured once like Debian's nginx (--with-compat).
+$(NGINX_BUILD)/objs/Makefile: config
+	rm -rf $(NGINX_BUILD)
+	mkdir -p $(BUILD)
+	cp -r $(NGINX_SRC) $(NGINX_BUILD)
+	cd $(NGINX_BUILD) && . ./conf_flags && \
+	    THROTTLE_CORE_BUILD=$(CORE_BUILD) ./configure "$${NGX_CONF_FLAGS[@]}" \
+	    --with-cc-opt="-g -O2" --add-dynamic-module=$(CURDIR) \
+	    >$(BUILD)/configure.log 2>&1 \
+	    || { tail -20 $(BUILD)/configure.log; exit 1; }
+
+$(MODULE): $(CORE_BUILD)/libthrottle_core.a $(NGINX_BUILD)/objs/Makefile \
+           $(GLUE_SRCS)
+	rm -f $(NGINX_BUILD)/objs/ngx_http_throttle_module.so
+	$(MAKE) -C $(NGINX_BUILD) -f objs/Makefile modules
+	cp $(NGINX_BUILD)/objs/ngx_http_throttle_module.so $@
+
+build:
+	@scripts/deps.sh $(BUILD_DEPS)
+	@$(MAKE) --no-print-directory $(MODULE)
+
+unit: core
+	cd $(CORE_BUILD) && ctest --output-on-failure
+
+integration: build
+	TEST_NGINX_BINARY=$(NGINX_BIN) TEST_THROTTLE_MODULE=$(MODULE) \
+	    prove -I t/lib t/*.t
+
+test: deps
+	@$(MAKE) --no-print-directory build
+	@$(MAKE) --no-print-directory unit
+	@$(MAKE) --no-print-directory integration
+
+demo:
+	@scripts/deps.sh $(DEMO_DEPS)
+	@$(MAKE) --no-print-directory build
+	@NGINX_BIN=$(NGINX_BIN) MODULE=$(MODULE) scripts/demo.sh start
+
+demo-stop:
+	@NGINX_BIN=$(NGINX_BIN) MODULE=$(MODULE) scripts/demo.sh stop
+
+bench:
+	@scripts/deps.sh $(BENCH_DEPS)
+	@$(MAKE) --no-print-directory build
+	@NGINX_BIN=$(NGINX_BIN) MODULE=$(MODULE) bench/run.sh
+
+format:
+	clang-format -i src/throttle/*.[ch]pp ngx_module/*.cpp ngx_module/*.h \
+	    t/unit/*.cpp
+
+clean:
+	rm -rf $(BUILD)

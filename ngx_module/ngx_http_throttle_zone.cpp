@@ -1,0 +1,316 @@
+/*
+ * The shared-memory zone: an rbtree of keys by hash plus an LRU queue, in
+ * the zone's slab pool. Every function but init_zone runs with the pool's
+ * mutex held by the caller.
+ *
+ * A decision is made in two steps so that several zones can be checked
+ * together and charged only if all pass: lookup (read), then, if the
+ * request goes through, reserve (allocate what is missing; may fail) and
+ * commit (write; cannot fail).
+ */
+
+#include "ngx_http_throttle_module.h"
+
+#include <cstring>
+
+/* Expired nodes freed per lookup: enough to keep up with the arrivals. */
+#define NGX_HTTP_THROTTLE_SWEEP     2
+
+/* Least recently used nodes evicted, at most, to make room for one key. */
+#define NGX_HTTP_THROTTLE_EVICT     16
+
+static ngx_int_t
+ngx_http_throttle_compare(ngx_http_throttle_node_t *tn, const u_char *data,
+    size_t len, ngx_uint_t hashed) noexcept
+{
+    if (tn->hashed != hashed) {
+        return (ngx_int_t) tn->hashed - (ngx_int_t) hashed;
+    }
+
+    if (tn->len != len) {
+        return (ngx_int_t) tn->len - (ngx_int_t) len;
+    }
+
+    return ngx_memcmp(tn->data, data, len);
+}
+
+static void
+ngx_http_throttle_rbtree_insert_value(ngx_rbtree_node_t *temp,
+    ngx_rbtree_node_t *node, ngx_rbtree_node_t *sentinel) noexcept
+{
+    ngx_rbtree_node_t         **p;
+    ngx_http_throttle_node_t   *tn, *tnt;
+
+    for ( ;; ) {
+
+        if (node->key < temp->key) {
+            p = &temp->left;
+
+        } else if (node->key > temp->key) {
+            p = &temp->right;
+
+        } else {
+            tn = (ngx_http_throttle_node_t *) &node->color;
+            tnt = (ngx_http_throttle_node_t *) &temp->color;
+
+            p = ngx_http_throttle_compare(tn, tnt->data, tnt->len, tnt->hashed)
+                < 0 ? &temp->left : &temp->right;
+        }
+
+        if (*p == sentinel) {
+            break;
+        }
+
+        temp = *p;
+    }
+
+    *p = node;
+    node->parent = temp;
+    node->left = sentinel;
+    node->right = sentinel;
+    ngx_rbt_red(node);
+}
+
+static ngx_rbtree_node_t *
+ngx_http_throttle_rbnode(ngx_http_throttle_node_t *tn) noexcept
+{
+    return (ngx_rbtree_node_t *)
+           ((u_char *) tn - offsetof(ngx_rbtree_node_t, color));
+}
+
+static void
+ngx_http_throttle_delete(ngx_http_throttle_zone_t *zone,
+    ngx_http_throttle_node_t *tn) noexcept
+{
+    ngx_rbtree_node_t  *node = ngx_http_throttle_rbnode(tn);
+
+    ngx_queue_remove(&tn->queue);
+    ngx_rbtree_delete(&zone->sh->rbtree, node);
+    ngx_slab_free_locked(zone->shpool, node);
+}
+
+/* Frees up to "n" nodes from the least recently used end; only expired
+ * ones unless "force". */
+static void
+ngx_http_throttle_drop_oldest(ngx_http_throttle_zone_t *zone, ngx_uint_t n,
+    int64_t now, bool force) noexcept
+{
+    ngx_queue_t               *q;
+    ngx_http_throttle_node_t  *tn;
+
+    while (n-- && !ngx_queue_empty(&zone->sh->queue)) {
+        q = ngx_queue_last(&zone->sh->queue);
+        tn = ngx_queue_data(q, ngx_http_throttle_node_t, queue);
+
+        if (!force && tn->expire_at > now) {
+            return;
+        }
+
+        ngx_http_throttle_delete(zone, tn);
+    }
+}
+
+void
+ngx_http_throttle_lookup(ngx_http_throttle_check_t *check, int64_t now)
+    noexcept
+{
+    const throttle::ZoneKey   &key = check->key;
+    ngx_http_throttle_zone_t  *zone = check->zone;
+    ngx_rbtree_node_t         *node, *sentinel;
+    ngx_http_throttle_node_t  *tn;
+    ngx_int_t                  rc;
+
+    ngx_http_throttle_drop_oldest(zone, NGX_HTTP_THROTTLE_SWEEP, now, false);
+
+    check->hash = ngx_murmur_hash2((u_char *) key.data(), key.size());
+    check->node = NULL;
+    check->fresh = NULL;
+
+    node = zone->sh->rbtree.root;
+    sentinel = zone->sh->rbtree.sentinel;
+
+    while (node != sentinel) {
+
+        if (check->hash != node->key) {
+            node = (check->hash < node->key) ? node->left : node->right;
+            continue;
+        }
+
+        tn = (ngx_http_throttle_node_t *) &node->color;
+        rc = ngx_http_throttle_compare(tn, key.data(), key.size(),
+                                       key.hashed());
+        if (rc == 0) {
+            check->node = tn;
+            break;
+        }
+
+        node = (rc < 0) ? node->right : node->left;
+    }
+
+    tn = check->node;
+    check->decision = throttle::decide(
+        zone->policy, (tn && tn->expire_at > now) ? &tn->state : NULL, now,
+        check->cost);
+}
+
+ngx_int_t
+ngx_http_throttle_reserve(ngx_http_throttle_check_t *check, int64_t now,
+    ngx_log_t *log) noexcept
+{
+    const throttle::ZoneKey   &key = check->key;
+    ngx_http_throttle_zone_t  *zone = check->zone;
+    ngx_rbtree_node_t         *node;
+    ngx_http_throttle_node_t  *tn;
+    size_t                     size;
+    ngx_uint_t                 evicted;
+
+    if (!check->decision.store || check->node) {
+        return NGX_OK;
+    }
+
+    size = offsetof(ngx_rbtree_node_t, color)
+           + offsetof(ngx_http_throttle_node_t, data) + key.size();
+
+    node = (ngx_rbtree_node_t *) ngx_slab_alloc_locked(zone->shpool, size);
+
+    for (evicted = 0;
+         node == NULL && evicted < NGX_HTTP_THROTTLE_EVICT
+         && !ngx_queue_empty(&zone->sh->queue);
+         evicted++)
+    {
+        ngx_http_throttle_drop_oldest(zone, 1, now, true);
+        node = (ngx_rbtree_node_t *) ngx_slab_alloc_locked(zone->shpool,
+                                                           size);
+    }
+
+    if (node == NULL) {
+        if (now - zone->sh->full_logged >= 1000000) {
+            zone->sh->full_logged = now;
+            ngx_log_error(NGX_LOG_ERR, log, 0,
+                          "throttle zone \"%V\" is full and evicting %ui "
+                          "keys did not free room for one more",
+                          &zone->name, (ngx_uint_t) NGX_HTTP_THROTTLE_EVICT);
+        }
+        return NGX_ERROR;
+    }
+
+    node->key = check->hash;
+    tn = (ngx_http_throttle_node_t *) &node->color;
+    tn->hashed = key.hashed() ? 1 : 0;
+    tn->len = (u_short) key.size();
+    ngx_memcpy(tn->data, key.data(), key.size());
+
+    check->fresh = tn;
+    return NGX_OK;
+}
+
+void
+ngx_http_throttle_release(ngx_http_throttle_check_t *check) noexcept
+{
+    if (check->fresh) {
+        ngx_slab_free_locked(check->zone->shpool,
+                             ngx_http_throttle_rbnode(check->fresh));
+        check->fresh = NULL;
+    }
+}
+
+void
+ngx_http_throttle_commit(ngx_http_throttle_check_t *check) noexcept
+{
+    ngx_http_throttle_node_t  *tn;
+
+    if (!check->decision.store) {
+        return;
+    }
+
+    tn = check->node;
+
+    if (tn) {
+        ngx_queue_remove(&tn->queue);
+
+    } else {
+        tn = check->fresh;
+        check->fresh = NULL;
+        ngx_rbtree_insert(&check->zone->sh->rbtree,
+                          ngx_http_throttle_rbnode(tn));
+    }
+
+    tn->state = check->decision.state;
+    tn->expire_at = check->decision.expire_at_us;
+    ngx_queue_insert_head(&check->zone->sh->queue, &tn->queue);
+}
+
+ngx_int_t
+ngx_http_throttle_init_zone(ngx_shm_zone_t *shm_zone, void *data) noexcept
+{
+    ngx_http_throttle_zone_t  *ozone = (ngx_http_throttle_zone_t *) data;
+    ngx_http_throttle_zone_t  *zone;
+    size_t                     len;
+
+    zone = (ngx_http_throttle_zone_t *) shm_zone->data;
+
+    if (ozone) {
+        /* a reload: the zone kept its name and size, so keep its keys,
+         * unless they no longer mean the same thing */
+
+        if (zone->key.value.len != ozone->key.value.len
+            || ngx_strncmp(zone->key.value.data, ozone->key.value.data,
+                           zone->key.value.len) != 0)
+        {
+            ngx_log_error(NGX_LOG_EMERG, shm_zone->shm.log, 0,
+                          "throttle_zone \"%V\" uses the \"%V\" key while "
+                          "previously it used the \"%V\" key; rename the "
+                          "zone or change its size to start afresh",
+                          &shm_zone->shm.name, &zone->key.value,
+                          &ozone->key.value);
+            return NGX_ERROR;
+        }
+
+        if (zone->policy.algorithm != ozone->policy.algorithm) {
+            ngx_log_error(NGX_LOG_EMERG, shm_zone->shm.log, 0,
+                          "throttle_zone \"%V\" changed its algorithm; "
+                          "rename the zone or change its size to start "
+                          "afresh", &shm_zone->shm.name);
+            return NGX_ERROR;
+        }
+
+        zone->sh = ozone->sh;
+        zone->shpool = ozone->shpool;
+        return NGX_OK;
+    }
+
+    zone->shpool = (ngx_slab_pool_t *) shm_zone->shm.addr;
+
+    if (shm_zone->shm.exists) {
+        zone->sh = (ngx_http_throttle_shctx_t *) zone->shpool->data;
+        return NGX_OK;
+    }
+
+    zone->sh = (ngx_http_throttle_shctx_t *)
+               ngx_slab_alloc(zone->shpool, sizeof(ngx_http_throttle_shctx_t));
+    if (zone->sh == NULL) {
+        return NGX_ERROR;
+    }
+
+    zone->shpool->data = zone->sh;
+
+    ngx_rbtree_init(&zone->sh->rbtree, &zone->sh->sentinel,
+                    ngx_http_throttle_rbtree_insert_value);
+    ngx_queue_init(&zone->sh->queue);
+    zone->sh->full_logged = 0;
+
+    len = sizeof(" in throttle zone \"\"") + shm_zone->shm.name.len;
+
+    zone->shpool->log_ctx = (u_char *) ngx_slab_alloc(zone->shpool, len);
+    if (zone->shpool->log_ctx == NULL) {
+        return NGX_ERROR;
+    }
+
+    ngx_sprintf(zone->shpool->log_ctx, " in throttle zone \"%V\"%Z",
+                &shm_zone->shm.name);
+
+    /* a full zone is ours to report, once a second, not the slab's */
+    zone->shpool->log_nomem = 0;
+
+    return NGX_OK;
+}

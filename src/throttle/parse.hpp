@@ -1,0 +1,35 @@
+// Parsing of directive values that carry meaning beyond nginx's stock
+// parsers: rates ("30r/m"), non-negative integers (burst=, cost=).
+//
+// Interface headers under src/throttle/ stay within C++17: the nginx glue is
+// compiled by nginx's own build with the compiler's default dialect.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace throttle {
+
+// A rate is `count` units per `period_us` microseconds.
+struct Rate {
+    int64_t count;
+    int64_t period_us;
+};
+
+// The outcome of a parse: a value, or the reason it was refused (a static
+// string, suitable for an nginx EMERG message).
+template <typename T> struct Parsed {
+    std::optional<T> value;
+    const char *error = nullptr;
+
+    explicit operator bool() const noexcept { return value.has_value(); }
+};
+
+// Parses "<count>r/<unit>" with unit s, m, h or d, e.g. "30r/m".
+Parsed<Rate> parse_rate(std::string_view text) noexcept;
+
+// Parses a decimal integer in [0, max]; no sign, no spaces, no suffix.
+Parsed<int64_t> parse_count(std::string_view text, int64_t max) noexcept;
+
+} // namespace throttle

@@ -1,0 +1,77 @@
+#include "throttle/headers.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace throttle {
+namespace {
+
+std::string
+policy_value(std::string_view name, const Policy &p)
+{
+    std::vector<char> buf(max_header_value_len(name.size()));
+    return {buf.data(), format_ratelimit_policy(buf.data(), name, p)};
+}
+
+std::string
+ratelimit_value(std::string_view name, const ThrottleResult &r)
+{
+    std::vector<char> buf(max_header_value_len(name.size()));
+    return {buf.data(), format_ratelimit(buf.data(), name, r)};
+}
+
+TEST(Headers, DesignExample)
+{
+    auto p = make_policy(Algorithm::gcra, Rate{30, 60'000'000}, 15);
+    ASSERT_TRUE(p);
+    EXPECT_EQ(policy_value("reply", *p.value), "\"reply\";q=16;w=32");
+    ThrottleResult r;
+    r.limit = 16;
+    r.remaining = 15;
+    r.reset_after_us = 2'000'000;
+    EXPECT_EQ(ratelimit_value("reply", r), "\"reply\";r=15;t=2");
+}
+
+TEST(Headers, SecondsRoundUp)
+{
+    EXPECT_EQ(ceil_seconds(-1), 0);
+    EXPECT_EQ(ceil_seconds(0), 0);
+    EXPECT_EQ(ceil_seconds(1), 1);
+    EXPECT_EQ(ceil_seconds(999'999), 1);
+    EXPECT_EQ(ceil_seconds(1'000'000), 1);
+    EXPECT_EQ(ceil_seconds(1'000'001), 2);
+    ThrottleResult r;
+    r.reset_after_us = 1'500'000;
+    EXPECT_EQ(ratelimit_value("a", r), "\"a\";r=0;t=2");
+    // a window of 5 x 333333 us is 1.666665 s
+    auto p = make_policy(Algorithm::gcra, Rate{3, 1'000'000}, 4);
+    EXPECT_EQ(policy_value("a", *p.value), "\"a\";q=5;w=2");
+}
+
+TEST(Headers, LongestValueFits)
+{
+    std::string name(100, 'z');
+    ThrottleResult r;
+    r.remaining = INT64_MAX;
+    r.reset_after_us = INT64_MAX;
+    EXPECT_LE(ratelimit_value(name, r).size(), max_header_value_len(100));
+    char buf[20];
+    EXPECT_EQ(format_int(buf, INT64_MAX), 19u);
+    EXPECT_EQ(format_int(buf, -5), 1u);
+}
+
+TEST(Headers, ZoneNames)
+{
+    for (const char *ok : {"reply", "api-v2", "a.b_c", "Z9"}) {
+        EXPECT_TRUE(valid_zone_name(ok)) << ok;
+    }
+    for (const char *bad : {"", "a b", "a\"b", "a\\b", "a;b", "a,b", "a:b",
+                            "\xc3\xa9"}) {
+        EXPECT_FALSE(valid_zone_name(bad)) << bad;
+    }
+}
+
+} // namespace
+} // namespace throttle
