@@ -8,13 +8,13 @@
 
 #include "throttle/headers.hpp"
 
-static ngx_http_output_header_filter_pt  ngx_http_next_header_filter;
+static ngx_http_output_header_filter_pt ngx_http_next_header_filter;
 
 static ngx_int_t
 ngx_http_throttle_add_header(ngx_http_request_t *r, ngx_str_t name,
-    u_char *value, size_t len) noexcept
+                             u_char *value, size_t len) noexcept
 {
-    ngx_table_elt_t  *h;
+    ngx_table_elt_t *h;
 
     h = (ngx_table_elt_t *) ngx_list_push(&r->headers_out.headers);
     if (h == NULL) {
@@ -31,9 +31,9 @@ ngx_http_throttle_add_header(ngx_http_request_t *r, ngx_str_t name,
 
 static ngx_int_t
 ngx_http_throttle_add_int(ngx_http_request_t *r, ngx_str_t name,
-    int64_t value) noexcept
+                          int64_t value) noexcept
 {
-    u_char  *p;
+    u_char *p;
 
     p = (u_char *) ngx_pnalloc(r->pool, 20);
     if (p == NULL) {
@@ -45,16 +45,16 @@ ngx_http_throttle_add_int(ngx_http_request_t *r, ngx_str_t name,
 }
 
 static ngx_int_t
-ngx_http_throttle_add_fields(ngx_http_request_t *r,
-    ngx_http_throttle_ctx_t *ctx) noexcept
+ngx_http_throttle_add_fields(ngx_http_request_t      *r,
+                             ngx_http_throttle_ctx_t *ctx) noexcept
 {
-    u_char                    *p;
-    size_t                     cap;
-    std::string_view           name;
-    ngx_http_throttle_zone_t  *zone = ctx->zone;
+    u_char                   *p;
+    size_t                    cap;
+    std::string_view          name;
+    ngx_http_throttle_zone_t *zone = ctx->zone;
 
-    static ngx_str_t  policy = ngx_string("RateLimit-Policy");
-    static ngx_str_t  ratelimit = ngx_string("RateLimit");
+    static ngx_str_t policy = ngx_string("RateLimit-Policy");
+    static ngx_str_t ratelimit = ngx_string("RateLimit");
 
     name = {(const char *) zone->name.data, zone->name.len};
     cap = throttle::max_header_value_len(zone->name.len);
@@ -80,16 +80,16 @@ ngx_http_throttle_add_fields(ngx_http_request_t *r,
 }
 
 static ngx_int_t
-ngx_http_throttle_add_legacy(ngx_http_request_t *r,
-    ngx_http_throttle_ctx_t *ctx) noexcept
+ngx_http_throttle_add_legacy(ngx_http_request_t      *r,
+                             ngx_http_throttle_ctx_t *ctx) noexcept
 {
-    static ngx_str_t  limit = ngx_string("X-RateLimit-Limit");
-    static ngx_str_t  remaining = ngx_string("X-RateLimit-Remaining");
-    static ngx_str_t  reset = ngx_string("X-RateLimit-Reset");
+    static ngx_str_t limit = ngx_string("X-RateLimit-Limit");
+    static ngx_str_t remaining = ngx_string("X-RateLimit-Remaining");
+    static ngx_str_t reset = ngx_string("X-RateLimit-Reset");
 
     if (ngx_http_throttle_add_int(r, limit, ctx->result.limit) != NGX_OK
         || ngx_http_throttle_add_int(r, remaining, ctx->result.remaining)
-           != NGX_OK)
+            != NGX_OK)
     {
         return NGX_ERROR;
     }
@@ -101,10 +101,10 @@ ngx_http_throttle_add_legacy(ngx_http_request_t *r,
 static ngx_int_t
 ngx_http_throttle_header_filter(ngx_http_request_t *r) noexcept
 {
-    ngx_int_t                 rc = NGX_OK;
-    ngx_http_throttle_ctx_t  *ctx;
+    ngx_int_t                rc = NGX_OK;
+    ngx_http_throttle_ctx_t *ctx;
 
-    static ngx_str_t  retry_after = ngx_string("Retry-After");
+    static ngx_str_t retry_after = ngx_string("Retry-After");
 
     if (r != r->main) {
         return ngx_http_next_header_filter(r);
@@ -127,8 +127,8 @@ ngx_http_throttle_header_filter(ngx_http_request_t *r) noexcept
 
     if (rc == NGX_OK) {
         rc = ctx->headers == NGX_HTTP_THROTTLE_HEADERS_LEGACY
-                 ? ngx_http_throttle_add_legacy(r, ctx)
-                 : ngx_http_throttle_add_fields(r, ctx);
+            ? ngx_http_throttle_add_legacy(r, ctx)
+            : ngx_http_throttle_add_fields(r, ctx);
     }
 
     if (rc != NGX_OK) {

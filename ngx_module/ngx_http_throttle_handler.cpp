@@ -19,13 +19,13 @@ ngx_http_throttle_ctx_marker(void *data) noexcept
 ngx_http_throttle_ctx_t *
 ngx_http_throttle_get_ctx(ngx_http_request_t *r) noexcept
 {
-    ngx_pool_cleanup_t       *cln;
-    ngx_http_throttle_ctx_t  *ctx;
+    ngx_pool_cleanup_t      *cln;
+    ngx_http_throttle_ctx_t *ctx;
 
     r = r->main;
 
-    ctx = (ngx_http_throttle_ctx_t *)
-          ngx_http_get_module_ctx(r, ngx_http_throttle_module);
+    ctx = (ngx_http_throttle_ctx_t *) ngx_http_get_module_ctx(
+        r, ngx_http_throttle_module);
 
     if (ctx == NULL && (r->internal || r->filter_finalize)) {
 
@@ -42,11 +42,11 @@ ngx_http_throttle_get_ctx(ngx_http_request_t *r) noexcept
 }
 
 static ngx_http_throttle_ctx_t *
-ngx_http_throttle_create_ctx(ngx_http_request_t *r,
-    ngx_http_throttle_loc_conf_t *tlcf) noexcept
+ngx_http_throttle_create_ctx(ngx_http_request_t           *r,
+                             ngx_http_throttle_loc_conf_t *tlcf) noexcept
 {
-    ngx_pool_cleanup_t       *cln;
-    ngx_http_throttle_ctx_t  *ctx;
+    ngx_pool_cleanup_t      *cln;
+    ngx_http_throttle_ctx_t *ctx;
 
     cln = ngx_pool_cleanup_add(r->main->pool, sizeof(ngx_http_throttle_ctx_t));
     if (cln == NULL) {
@@ -64,12 +64,12 @@ ngx_http_throttle_create_ctx(ngx_http_request_t *r,
 
 /* Evaluates a line's key and cost; NGX_DECLINED for an empty key. */
 static ngx_int_t
-ngx_http_throttle_prepare(ngx_http_request_t *r,
-    ngx_http_throttle_limit_t *limit, ngx_http_throttle_check_t *check)
-    noexcept
+ngx_http_throttle_prepare(ngx_http_request_t        *r,
+                          ngx_http_throttle_limit_t *limit,
+                          ngx_http_throttle_check_t *check) noexcept
 {
-    ngx_str_t                  key, cost;
-    ngx_http_throttle_zone_t  *zone;
+    ngx_str_t                 key, cost;
+    ngx_http_throttle_zone_t *zone;
 
     zone = (ngx_http_throttle_zone_t *) limit->shm_zone->data;
     check->zone = zone;
@@ -93,13 +93,13 @@ ngx_http_throttle_prepare(ngx_http_request_t *r,
         return NGX_ERROR;
     }
 
-    auto parsed = throttle::parse_count(
-        {(const char *) cost.data, cost.len}, throttle::kMaxCost);
+    auto parsed = throttle::parse_count({(const char *) cost.data, cost.len},
+                                        throttle::kMaxCost);
 
     if (!parsed) {
         ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
-                      "throttle: cost \"%V\" for zone \"%V\" %s",
-                      &cost, &zone->name, parsed.error);
+                      "throttle: cost \"%V\" for zone \"%V\" %s", &cost,
+                      &zone->name, parsed.error);
         return NGX_ERROR;
     }
 
@@ -111,11 +111,11 @@ ngx_http_throttle_prepare(ngx_http_request_t *r,
  * that asks to wait longest (a cost that never fits, longest of all);
  * when all pass, the one with the fewest units remaining. */
 static ngx_http_throttle_check_t *
-ngx_http_throttle_binding(ngx_http_throttle_check_t *checks, ngx_uint_t n)
-    noexcept
+ngx_http_throttle_binding(ngx_http_throttle_check_t *checks,
+                          ngx_uint_t                 n) noexcept
 {
-    ngx_uint_t                  i;
-    ngx_http_throttle_check_t  *best = NULL;
+    ngx_uint_t                 i;
+    ngx_http_throttle_check_t *best = NULL;
 
     auto wait = [](const throttle::ThrottleResult &res) {
         return res.retry_after_us < 0 ? INT64_MAX : res.retry_after_us;
@@ -141,8 +141,7 @@ ngx_http_throttle_binding(ngx_http_throttle_check_t *checks, ngx_uint_t n)
             }
 
         } else if (res.limited ? wait(res) > wait(cur)
-                               : res.remaining < cur.remaining)
-        {
+                               : res.remaining < cur.remaining) {
             best = &checks[i];
         }
     }
@@ -154,13 +153,13 @@ ngx_http_throttle_binding(ngx_http_throttle_check_t *checks, ngx_uint_t n)
  * zone name, so workers always lock in the same order. A rejection by any
  * zone charges none. */
 static ngx_int_t
-ngx_http_throttle_decide(ngx_http_request_t *r,
-    ngx_http_throttle_check_t *checks, ngx_uint_t n, bool *rejected)
-    noexcept
+ngx_http_throttle_decide(ngx_http_request_t        *r,
+                         ngx_http_throttle_check_t *checks, ngx_uint_t n,
+                         bool *rejected) noexcept
 {
-    ngx_int_t   rc = NGX_OK;
-    ngx_uint_t  i;
-    int64_t     now = throttle::monotonic_now_us();
+    ngx_int_t  rc = NGX_OK;
+    ngx_uint_t i;
+    int64_t    now = throttle::monotonic_now_us();
 
     *rejected = false;
 
@@ -209,9 +208,9 @@ ngx_http_throttle_decide(ngx_http_request_t *r,
 }
 
 static ngx_int_t
-ngx_http_throttle_fail(ngx_http_request_t *r,
-    ngx_http_throttle_loc_conf_t *tlcf, ngx_http_throttle_ctx_t *ctx)
-    noexcept
+ngx_http_throttle_fail(ngx_http_request_t           *r,
+                       ngx_http_throttle_loc_conf_t *tlcf,
+                       ngx_http_throttle_ctx_t      *ctx) noexcept
 {
     if (tlcf->on_error == NGX_HTTP_THROTTLE_ON_ERROR_ALLOW) {
         ctx->status = NGX_HTTP_THROTTLE_ERROR_ALLOWED;
@@ -225,16 +224,16 @@ ngx_http_throttle_fail(ngx_http_request_t *r,
 ngx_int_t
 ngx_http_throttle_handler(ngx_http_request_t *r) noexcept
 {
-    bool                           rejected;
-    ngx_int_t                      rc;
-    ngx_uint_t                     i, n, active;
-    ngx_http_throttle_ctx_t       *ctx;
-    ngx_http_throttle_limit_t     *limits;
-    ngx_http_throttle_check_t     *checks, *binding;
-    ngx_http_throttle_loc_conf_t  *tlcf;
+    bool                          rejected;
+    ngx_int_t                     rc;
+    ngx_uint_t                    i, n, active;
+    ngx_http_throttle_ctx_t      *ctx;
+    ngx_http_throttle_limit_t    *limits;
+    ngx_http_throttle_check_t    *checks, *binding;
+    ngx_http_throttle_loc_conf_t *tlcf;
 
-    tlcf = (ngx_http_throttle_loc_conf_t *)
-           ngx_http_get_module_loc_conf(r, ngx_http_throttle_module);
+    tlcf = (ngx_http_throttle_loc_conf_t *) ngx_http_get_module_loc_conf(
+        r, ngx_http_throttle_module);
 
     if (tlcf->limits == NULL || ngx_http_throttle_get_ctx(r) != NULL) {
         /* not limited here, or already decided before an internal
@@ -250,8 +249,8 @@ ngx_http_throttle_handler(ngx_http_request_t *r) noexcept
     n = tlcf->limits->nelts;
     limits = (ngx_http_throttle_limit_t *) tlcf->limits->elts;
 
-    checks = (ngx_http_throttle_check_t *)
-             ngx_palloc(r->pool, n * sizeof(ngx_http_throttle_check_t));
+    checks = (ngx_http_throttle_check_t *) ngx_palloc(
+        r->pool, n * sizeof(ngx_http_throttle_check_t));
     if (checks == NULL) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
@@ -264,7 +263,7 @@ ngx_http_throttle_handler(ngx_http_request_t *r) noexcept
         rc = ngx_http_throttle_prepare(r, &limits[i], &checks[i]);
 
         if (rc == NGX_DECLINED) {
-            checks[i].zone = NULL;   /* an empty key is not limited */
+            checks[i].zone = NULL; /* an empty key is not limited */
             continue;
         }
 

@@ -14,125 +14,111 @@
 #include <new>
 
 static char *ngx_http_throttle_zone(ngx_conf_t *cf, ngx_command_t *cmd,
-    void *conf) noexcept;
+                                    void *conf) noexcept;
 static char *ngx_http_throttle(ngx_conf_t *cf, ngx_command_t *cmd,
-    void *conf) noexcept;
+                               void *conf) noexcept;
 static char *ngx_http_throttle_set_enum(ngx_conf_t *cf, ngx_command_t *cmd,
-    void *conf) noexcept;
+                                        void *conf) noexcept;
 static char *ngx_http_throttle_set_status(ngx_conf_t *cf, ngx_command_t *cmd,
-    void *conf) noexcept;
+                                          void *conf) noexcept;
 static void *ngx_http_throttle_create_main_conf(ngx_conf_t *cf) noexcept;
 static void *ngx_http_throttle_create_loc_conf(ngx_conf_t *cf) noexcept;
 static char *ngx_http_throttle_merge_loc_conf(ngx_conf_t *cf, void *parent,
-    void *child) noexcept;
+                                              void *child) noexcept;
 static ngx_int_t ngx_http_throttle_init(ngx_conf_t *cf) noexcept;
 
 /* Nothing smaller holds the slab pool's own pages and a useful tree. */
-#define NGX_HTTP_THROTTLE_MIN_ZONE_PAGES  8
+#define NGX_HTTP_THROTTLE_MIN_ZONE_PAGES 8
 
-static ngx_conf_enum_t  ngx_http_throttle_headers_modes[] = {
-    { ngx_string("off"), NGX_HTTP_THROTTLE_HEADERS_OFF },
-    { ngx_string("on"), NGX_HTTP_THROTTLE_HEADERS_ON },
-    { ngx_string("legacy"), NGX_HTTP_THROTTLE_HEADERS_LEGACY },
-    { ngx_null_string, 0 }
+static ngx_conf_enum_t ngx_http_throttle_headers_modes[] = {
+    {ngx_string("off"), NGX_HTTP_THROTTLE_HEADERS_OFF},
+    {ngx_string("on"), NGX_HTTP_THROTTLE_HEADERS_ON},
+    {ngx_string("legacy"), NGX_HTTP_THROTTLE_HEADERS_LEGACY},
+    {ngx_null_string, 0}};
+
+static ngx_conf_enum_t ngx_http_throttle_log_levels[] = {
+    {ngx_string("info"), NGX_LOG_INFO},
+    {ngx_string("notice"), NGX_LOG_NOTICE},
+    {ngx_string("warn"), NGX_LOG_WARN},
+    {ngx_string("error"), NGX_LOG_ERR},
+    {ngx_null_string, 0}};
+
+static ngx_conf_enum_t ngx_http_throttle_on_error_modes[] = {
+    {ngx_string("allow"), NGX_HTTP_THROTTLE_ON_ERROR_ALLOW},
+    {ngx_string("deny"), NGX_HTTP_THROTTLE_ON_ERROR_DENY},
+    {ngx_null_string, 0}};
+
+static ngx_command_t ngx_http_throttle_commands[] = {
+
+    {ngx_string("throttle_zone"), NGX_HTTP_MAIN_CONF | NGX_CONF_2MORE,
+     ngx_http_throttle_zone, 0, 0, NULL},
+
+    {ngx_string("throttle"),
+     NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF
+         | NGX_CONF_TAKE12,
+     ngx_http_throttle, NGX_HTTP_LOC_CONF_OFFSET, 0, NULL},
+
+    {ngx_string("throttle_status"),
+     NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF
+         | NGX_CONF_TAKE1,
+     ngx_http_throttle_set_status, NGX_HTTP_LOC_CONF_OFFSET,
+     offsetof(ngx_http_throttle_loc_conf_t, status), NULL},
+
+    {ngx_string("throttle_headers"),
+     NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF
+         | NGX_CONF_TAKE1,
+     ngx_http_throttle_set_enum, NGX_HTTP_LOC_CONF_OFFSET,
+     offsetof(ngx_http_throttle_loc_conf_t, headers),
+     &ngx_http_throttle_headers_modes},
+
+    {ngx_string("throttle_dry_run"),
+     NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF | NGX_CONF_FLAG,
+     ngx_conf_set_flag_slot, NGX_HTTP_LOC_CONF_OFFSET,
+     offsetof(ngx_http_throttle_loc_conf_t, dry_run), NULL},
+
+    {ngx_string("throttle_log_level"),
+     NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF
+         | NGX_CONF_TAKE1,
+     ngx_http_throttle_set_enum, NGX_HTTP_LOC_CONF_OFFSET,
+     offsetof(ngx_http_throttle_loc_conf_t, log_level),
+     &ngx_http_throttle_log_levels},
+
+    {ngx_string("throttle_on_error"),
+     NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF
+         | NGX_CONF_TAKE1,
+     ngx_http_throttle_set_enum, NGX_HTTP_LOC_CONF_OFFSET,
+     offsetof(ngx_http_throttle_loc_conf_t, on_error),
+     &ngx_http_throttle_on_error_modes},
+
+    ngx_null_command};
+
+static ngx_http_module_t ngx_http_throttle_module_ctx = {
+    ngx_http_throttle_add_variables, /* preconfiguration */
+    ngx_http_throttle_init,          /* postconfiguration */
+
+    ngx_http_throttle_create_main_conf, /* create main configuration */
+    NULL,                               /* init main configuration */
+
+    NULL, /* create server configuration */
+    NULL, /* merge server configuration */
+
+    ngx_http_throttle_create_loc_conf, /* create location configuration */
+    ngx_http_throttle_merge_loc_conf   /* merge location configuration */
 };
 
-static ngx_conf_enum_t  ngx_http_throttle_log_levels[] = {
-    { ngx_string("info"), NGX_LOG_INFO },
-    { ngx_string("notice"), NGX_LOG_NOTICE },
-    { ngx_string("warn"), NGX_LOG_WARN },
-    { ngx_string("error"), NGX_LOG_ERR },
-    { ngx_null_string, 0 }
-};
-
-static ngx_conf_enum_t  ngx_http_throttle_on_error_modes[] = {
-    { ngx_string("allow"), NGX_HTTP_THROTTLE_ON_ERROR_ALLOW },
-    { ngx_string("deny"), NGX_HTTP_THROTTLE_ON_ERROR_DENY },
-    { ngx_null_string, 0 }
-};
-
-static ngx_command_t  ngx_http_throttle_commands[] = {
-
-    { ngx_string("throttle_zone"),
-      NGX_HTTP_MAIN_CONF|NGX_CONF_2MORE,
-      ngx_http_throttle_zone,
-      0,
-      0,
-      NULL },
-
-    { ngx_string("throttle"),
-      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE12,
-      ngx_http_throttle,
-      NGX_HTTP_LOC_CONF_OFFSET,
-      0,
-      NULL },
-
-    { ngx_string("throttle_status"),
-      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
-      ngx_http_throttle_set_status,
-      NGX_HTTP_LOC_CONF_OFFSET,
-      offsetof(ngx_http_throttle_loc_conf_t, status),
-      NULL },
-
-    { ngx_string("throttle_headers"),
-      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
-      ngx_http_throttle_set_enum,
-      NGX_HTTP_LOC_CONF_OFFSET,
-      offsetof(ngx_http_throttle_loc_conf_t, headers),
-      &ngx_http_throttle_headers_modes },
-
-    { ngx_string("throttle_dry_run"),
-      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_FLAG,
-      ngx_conf_set_flag_slot,
-      NGX_HTTP_LOC_CONF_OFFSET,
-      offsetof(ngx_http_throttle_loc_conf_t, dry_run),
-      NULL },
-
-    { ngx_string("throttle_log_level"),
-      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
-      ngx_http_throttle_set_enum,
-      NGX_HTTP_LOC_CONF_OFFSET,
-      offsetof(ngx_http_throttle_loc_conf_t, log_level),
-      &ngx_http_throttle_log_levels },
-
-    { ngx_string("throttle_on_error"),
-      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
-      ngx_http_throttle_set_enum,
-      NGX_HTTP_LOC_CONF_OFFSET,
-      offsetof(ngx_http_throttle_loc_conf_t, on_error),
-      &ngx_http_throttle_on_error_modes },
-
-      ngx_null_command
-};
-
-static ngx_http_module_t  ngx_http_throttle_module_ctx = {
-    ngx_http_throttle_add_variables,       /* preconfiguration */
-    ngx_http_throttle_init,                /* postconfiguration */
-
-    ngx_http_throttle_create_main_conf,    /* create main configuration */
-    NULL,                                  /* init main configuration */
-
-    NULL,                                  /* create server configuration */
-    NULL,                                  /* merge server configuration */
-
-    ngx_http_throttle_create_loc_conf,     /* create location configuration */
-    ngx_http_throttle_merge_loc_conf       /* merge location configuration */
-};
-
-ngx_module_t  ngx_http_throttle_module = {
+ngx_module_t ngx_http_throttle_module = {
     NGX_MODULE_V1,
-    &ngx_http_throttle_module_ctx,         /* module context */
-    ngx_http_throttle_commands,            /* module directives */
-    NGX_HTTP_MODULE,                       /* module type */
-    NULL,                                  /* init master */
-    NULL,                                  /* init module */
-    NULL,                                  /* init process */
-    NULL,                                  /* init thread */
-    NULL,                                  /* exit thread */
-    NULL,                                  /* exit process */
-    NULL,                                  /* exit master */
-    NGX_MODULE_V1_PADDING
-};
+    &ngx_http_throttle_module_ctx, /* module context */
+    ngx_http_throttle_commands,    /* module directives */
+    NGX_HTTP_MODULE,               /* module type */
+    NULL,                          /* init master */
+    NULL,                          /* init module */
+    NULL,                          /* init process */
+    NULL,                          /* init thread */
+    NULL,                          /* exit thread */
+    NULL,                          /* exit process */
+    NULL,                          /* exit master */
+    NGX_MODULE_V1_PADDING};
 
 static std::string_view
 ngx_http_throttle_sv(const ngx_str_t &s) noexcept
@@ -142,10 +128,10 @@ ngx_http_throttle_sv(const ngx_str_t &s) noexcept
 
 /* "name=value": the value if the argument starts with "name=", else NULL */
 static bool
-ngx_http_throttle_param(ngx_str_t *arg, const char *name, ngx_str_t *value)
-    noexcept
+ngx_http_throttle_param(ngx_str_t *arg, const char *name,
+                        ngx_str_t *value) noexcept
 {
-    size_t  len = ngx_strlen(name);
+    size_t len = ngx_strlen(name);
 
     if (arg->len < len || ngx_strncmp(arg->data, name, len) != 0) {
         return false;
@@ -157,26 +143,25 @@ ngx_http_throttle_param(ngx_str_t *arg, const char *name, ngx_str_t *value)
 }
 
 static char *
-ngx_http_throttle_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
-    noexcept
+ngx_http_throttle_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) noexcept
 {
-    u_char                            *colon;
-    ssize_t                            size;
-    ngx_str_t                         *value, v, name, size_text;
-    ngx_str_t                          rate_text;
-    ngx_uint_t                         i;
-    ngx_shm_zone_t                    *shm_zone;
-    ngx_http_throttle_zone_t          *zone;
-    ngx_http_compile_complex_value_t   ccv;
+    u_char                          *colon;
+    ssize_t                          size;
+    ngx_str_t                       *value, v, name, size_text;
+    ngx_str_t                        rate_text;
+    ngx_uint_t                       i;
+    ngx_shm_zone_t                  *shm_zone;
+    ngx_http_throttle_zone_t        *zone;
+    ngx_http_compile_complex_value_t ccv;
 
-    throttle::Rate       rate{};
-    int64_t              burst = 0;
-    throttle::Algorithm  algorithm = throttle::Algorithm::gcra;
+    throttle::Rate      rate{};
+    int64_t             burst = 0;
+    throttle::Algorithm algorithm = throttle::Algorithm::gcra;
 
     value = (ngx_str_t *) cf->args->elts;
 
-    zone = (ngx_http_throttle_zone_t *)
-           ngx_palloc(cf->pool, sizeof(ngx_http_throttle_zone_t));
+    zone = (ngx_http_throttle_zone_t *) ngx_palloc(
+        cf->pool, sizeof(ngx_http_throttle_zone_t));
     if (zone == NULL) {
         return (char *) NGX_CONF_ERROR;
     }
@@ -206,8 +191,7 @@ ngx_http_throttle_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
             name.len = colon ? (size_t) (colon - v.data) : v.len;
 
             if (colon == NULL
-                || !throttle::valid_zone_name(ngx_http_throttle_sv(name)))
-            {
+                || !throttle::valid_zone_name(ngx_http_throttle_sv(name))) {
                 ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                                    "invalid zone \"%V\" in \"throttle_zone\": "
                                    "use zone=name:size, with a name of "
@@ -224,18 +208,18 @@ ngx_http_throttle_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
             if (size == NGX_ERROR) {
                 ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                                    "invalid zone size \"%V\" in "
-                                   "\"throttle_zone\"", &v);
+                                   "\"throttle_zone\"",
+                                   &v);
                 return (char *) NGX_CONF_ERROR;
             }
 
-            if (size < (ssize_t) (NGX_HTTP_THROTTLE_MIN_ZONE_PAGES
-                                  * ngx_pagesize))
-            {
-                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                                   "zone \"%V\" in \"throttle_zone\" is too "
-                                   "small, it must be at least %uzk", &v,
-                                   NGX_HTTP_THROTTLE_MIN_ZONE_PAGES
-                                   * ngx_pagesize / 1024);
+            if (size
+                < (ssize_t) (NGX_HTTP_THROTTLE_MIN_ZONE_PAGES * ngx_pagesize)) {
+                ngx_conf_log_error(
+                    NGX_LOG_EMERG, cf, 0,
+                    "zone \"%V\" in \"throttle_zone\" is too "
+                    "small, it must be at least %uzk",
+                    &v, NGX_HTTP_THROTTLE_MIN_ZONE_PAGES * ngx_pagesize / 1024);
                 return (char *) NGX_CONF_ERROR;
             }
 
@@ -247,7 +231,8 @@ ngx_http_throttle_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
             if (!parsed) {
                 ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                                    "invalid rate \"%V\" in \"throttle_zone\": "
-                                   "it %s", &value[i], parsed.error);
+                                   "it %s",
+                                   &value[i], parsed.error);
                 return (char *) NGX_CONF_ERROR;
             }
 
@@ -262,7 +247,8 @@ ngx_http_throttle_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
             if (!parsed) {
                 ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                                    "invalid burst \"%V\" in \"throttle_zone\": "
-                                   "it %s", &value[i], parsed.error);
+                                   "it %s",
+                                   &value[i], parsed.error);
                 return (char *) NGX_CONF_ERROR;
             }
 
@@ -275,8 +261,8 @@ ngx_http_throttle_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
             if (!parsed) {
                 ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                                    "invalid algorithm \"%V\" in "
-                                   "\"throttle_zone\": it %s", &value[i],
-                                   parsed.error);
+                                   "\"throttle_zone\": it %s",
+                                   &value[i], parsed.error);
                 return (char *) NGX_CONF_ERROR;
             }
 
@@ -291,7 +277,8 @@ ngx_http_throttle_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
             ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                                "\"%V\" in \"throttle_zone\" is not "
                                "available in this version: zones are local "
-                               "to one nginx", &value[i]);
+                               "to one nginx",
+                               &value[i]);
             return (char *) NGX_CONF_ERROR;
         }
 
@@ -311,7 +298,8 @@ ngx_http_throttle_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     if (rate_text.len == 0) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "\"throttle_zone\" \"%V\" must have "
-                           "\"rate=\" parameter", &name);
+                           "\"rate=\" parameter",
+                           &name);
         return (char *) NGX_CONF_ERROR;
     }
 
@@ -323,18 +311,18 @@ ngx_http_throttle_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         return (char *) NGX_CONF_ERROR;
     }
 
-    shm_zone = ngx_shared_memory_add(cf, &name, size,
-                                     &ngx_http_throttle_module);
+    shm_zone =
+        ngx_shared_memory_add(cf, &name, size, &ngx_http_throttle_module);
     if (shm_zone == NULL) {
         return (char *) NGX_CONF_ERROR;
     }
 
     if (shm_zone->data) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "duplicate \"throttle_zone\" \"%V\": it is already "
-                           "defined with the \"%V\" key", &name,
-                           &((ngx_http_throttle_zone_t *) shm_zone->data)
-                                ->key.value);
+        ngx_conf_log_error(
+            NGX_LOG_EMERG, cf, 0,
+            "duplicate \"throttle_zone\" \"%V\": it is already "
+            "defined with the \"%V\" key",
+            &name, &((ngx_http_throttle_zone_t *) shm_zone->data)->key.value);
         return (char *) NGX_CONF_ERROR;
     }
 
@@ -353,13 +341,13 @@ ngx_http_throttle(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) noexcept
 {
     ngx_http_throttle_loc_conf_t *tlcf = (ngx_http_throttle_loc_conf_t *) conf;
 
-    ngx_str_t                         *value, v, name, cost_text;
-    ngx_uint_t                         i;
-    ngx_shm_zone_t                    *shm_zone;
-    ngx_http_throttle_limit_t         *limit, *limits;
-    ngx_http_throttle_zone_ref_t      *ref;
-    ngx_http_throttle_main_conf_t     *tmcf;
-    ngx_http_compile_complex_value_t   ccv;
+    ngx_str_t                       *value, v, name, cost_text;
+    ngx_uint_t                       i;
+    ngx_shm_zone_t                  *shm_zone;
+    ngx_http_throttle_limit_t       *limit, *limits;
+    ngx_http_throttle_zone_ref_t    *ref;
+    ngx_http_throttle_main_conf_t   *tmcf;
+    ngx_http_compile_complex_value_t ccv;
 
     value = (ngx_str_t *) cf->args->elts;
 
@@ -396,8 +384,8 @@ ngx_http_throttle(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) noexcept
     }
 
     if (tlcf->limits == NULL) {
-        tlcf->limits = ngx_array_create(cf->pool, 1,
-                                        sizeof(ngx_http_throttle_limit_t));
+        tlcf->limits =
+            ngx_array_create(cf->pool, 1, sizeof(ngx_http_throttle_limit_t));
         if (tlcf->limits == NULL) {
             return (char *) NGX_CONF_ERROR;
         }
@@ -409,7 +397,8 @@ ngx_http_throttle(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) noexcept
         if (limits[i].shm_zone == shm_zone) {
             ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                                "duplicate \"throttle\" for zone \"%V\" in "
-                               "the same block", &name);
+                               "the same block",
+                               &name);
             return (char *) NGX_CONF_ERROR;
         }
     }
@@ -424,8 +413,8 @@ ngx_http_throttle(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) noexcept
     limit->cost_value = 1;
 
     if (cost_text.len && ngx_http_script_variables_count(&cost_text)) {
-        limit->cost = (ngx_http_complex_value_t *)
-                      ngx_palloc(cf->pool, sizeof(ngx_http_complex_value_t));
+        limit->cost = (ngx_http_complex_value_t *) ngx_palloc(
+            cf->pool, sizeof(ngx_http_complex_value_t));
         if (limit->cost == NULL) {
             return (char *) NGX_CONF_ERROR;
         }
@@ -470,8 +459,8 @@ ngx_http_throttle(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) noexcept
     }
 
     /* remember where the zone was named, to report an undefined one */
-    tmcf = (ngx_http_throttle_main_conf_t *)
-           ngx_http_conf_get_module_main_conf(cf, ngx_http_throttle_module);
+    tmcf = (ngx_http_throttle_main_conf_t *) ngx_http_conf_get_module_main_conf(
+        cf, ngx_http_throttle_module);
 
     ref = (ngx_http_throttle_zone_ref_t *) ngx_array_push(&tmcf->zone_refs);
     if (ref == NULL) {
@@ -488,14 +477,14 @@ ngx_http_throttle(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) noexcept
 /* ngx_conf_set_enum_slot, with a message that names the directive and the
  * accepted values */
 static char *
-ngx_http_throttle_set_enum(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
-    noexcept
+ngx_http_throttle_set_enum(ngx_conf_t *cf, ngx_command_t *cmd,
+                           void *conf) noexcept
 {
-    ngx_uint_t       *field = (ngx_uint_t *) ((char *) conf + cmd->offset);
-    ngx_str_t        *value = (ngx_str_t *) cf->args->elts;
-    ngx_conf_enum_t  *e = (ngx_conf_enum_t *) cmd->post;
-    u_char            names[128], *p = names, *last = names + sizeof(names);
-    ngx_uint_t        i;
+    ngx_uint_t      *field = (ngx_uint_t *) ((char *) conf + cmd->offset);
+    ngx_str_t       *value = (ngx_str_t *) cf->args->elts;
+    ngx_conf_enum_t *e = (ngx_conf_enum_t *) cmd->post;
+    u_char           names[128], *p = names, *last = names + sizeof(names);
+    ngx_uint_t       i;
 
     if (*field != NGX_CONF_UNSET_UINT) {
         return (char *) "is duplicate";
@@ -514,17 +503,18 @@ ngx_http_throttle_set_enum(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
     ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                        "invalid value \"%V\" in \"%V\" directive, it must be "
-                       "one of %*s", &value[1], &cmd->name, p - names, names);
+                       "one of %*s",
+                       &value[1], &cmd->name, p - names, names);
     return (char *) NGX_CONF_ERROR;
 }
 
 static char *
-ngx_http_throttle_set_status(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
-    noexcept
+ngx_http_throttle_set_status(ngx_conf_t *cf, ngx_command_t *cmd,
+                             void *conf) noexcept
 {
-    ngx_uint_t  *field = (ngx_uint_t *) ((char *) conf + cmd->offset);
-    ngx_str_t   *value = (ngx_str_t *) cf->args->elts;
-    ngx_int_t    status;
+    ngx_uint_t *field = (ngx_uint_t *) ((char *) conf + cmd->offset);
+    ngx_str_t  *value = (ngx_str_t *) cf->args->elts;
+    ngx_int_t   status;
 
     if (*field != NGX_CONF_UNSET_UINT) {
         return (char *) "is duplicate";
@@ -547,10 +537,10 @@ ngx_http_throttle_set_status(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 static void *
 ngx_http_throttle_create_main_conf(ngx_conf_t *cf) noexcept
 {
-    ngx_http_throttle_main_conf_t  *tmcf;
+    ngx_http_throttle_main_conf_t *tmcf;
 
-    tmcf = (ngx_http_throttle_main_conf_t *)
-           ngx_pcalloc(cf->pool, sizeof(ngx_http_throttle_main_conf_t));
+    tmcf = (ngx_http_throttle_main_conf_t *) ngx_pcalloc(
+        cf->pool, sizeof(ngx_http_throttle_main_conf_t));
     if (tmcf == NULL) {
         return NULL;
     }
@@ -568,10 +558,10 @@ ngx_http_throttle_create_main_conf(ngx_conf_t *cf) noexcept
 static void *
 ngx_http_throttle_create_loc_conf(ngx_conf_t *cf) noexcept
 {
-    ngx_http_throttle_loc_conf_t  *conf;
+    ngx_http_throttle_loc_conf_t *conf;
 
-    conf = (ngx_http_throttle_loc_conf_t *)
-           ngx_pcalloc(cf->pool, sizeof(ngx_http_throttle_loc_conf_t));
+    conf = (ngx_http_throttle_loc_conf_t *) ngx_pcalloc(
+        cf->pool, sizeof(ngx_http_throttle_loc_conf_t));
     if (conf == NULL) {
         return NULL;
     }
@@ -592,10 +582,11 @@ ngx_http_throttle_create_loc_conf(ngx_conf_t *cf) noexcept
 }
 
 static char *
-ngx_http_throttle_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
-    noexcept
+ngx_http_throttle_merge_loc_conf(ngx_conf_t *cf, void *parent,
+                                 void *child) noexcept
 {
-    ngx_http_throttle_loc_conf_t *prev = (ngx_http_throttle_loc_conf_t *) parent;
+    ngx_http_throttle_loc_conf_t *prev =
+        (ngx_http_throttle_loc_conf_t *) parent;
     ngx_http_throttle_loc_conf_t *conf = (ngx_http_throttle_loc_conf_t *) child;
 
     /* as limit_req: a level with no "throttle" lines inherits the outer */
@@ -618,14 +609,14 @@ ngx_http_throttle_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
 static ngx_int_t
 ngx_http_throttle_init(ngx_conf_t *cf) noexcept
 {
-    ngx_uint_t                      i;
-    ngx_http_handler_pt            *h;
-    ngx_http_core_main_conf_t      *cmcf;
-    ngx_http_throttle_zone_ref_t   *refs;
-    ngx_http_throttle_main_conf_t  *tmcf;
+    ngx_uint_t                     i;
+    ngx_http_handler_pt           *h;
+    ngx_http_core_main_conf_t     *cmcf;
+    ngx_http_throttle_zone_ref_t  *refs;
+    ngx_http_throttle_main_conf_t *tmcf;
 
-    tmcf = (ngx_http_throttle_main_conf_t *)
-           ngx_http_conf_get_module_main_conf(cf, ngx_http_throttle_module);
+    tmcf = (ngx_http_throttle_main_conf_t *) ngx_http_conf_get_module_main_conf(
+        cf, ngx_http_throttle_module);
 
     refs = (ngx_http_throttle_zone_ref_t *) tmcf->zone_refs.elts;
 
@@ -640,11 +631,11 @@ ngx_http_throttle_init(ngx_conf_t *cf) noexcept
         }
     }
 
-    cmcf = (ngx_http_core_main_conf_t *)
-           ngx_http_conf_get_module_main_conf(cf, ngx_http_core_module);
+    cmcf = (ngx_http_core_main_conf_t *) ngx_http_conf_get_module_main_conf(
+        cf, ngx_http_core_module);
 
-    h = (ngx_http_handler_pt *)
-        ngx_array_push(&cmcf->phases[NGX_HTTP_ACCESS_PHASE].handlers);
+    h = (ngx_http_handler_pt *) ngx_array_push(
+        &cmcf->phases[NGX_HTTP_ACCESS_PHASE].handlers);
     if (h == NULL) {
         return NGX_ERROR;
     }

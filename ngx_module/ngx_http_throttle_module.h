@@ -32,102 +32,102 @@ enum ngx_http_throttle_status_e {
 };
 
 /* throttle_headers */
-#define NGX_HTTP_THROTTLE_HEADERS_OFF     0
-#define NGX_HTTP_THROTTLE_HEADERS_ON      1
-#define NGX_HTTP_THROTTLE_HEADERS_LEGACY  2
+#define NGX_HTTP_THROTTLE_HEADERS_OFF 0
+#define NGX_HTTP_THROTTLE_HEADERS_ON 1
+#define NGX_HTTP_THROTTLE_HEADERS_LEGACY 2
 
 /* throttle_on_error */
-#define NGX_HTTP_THROTTLE_ON_ERROR_ALLOW  0
-#define NGX_HTTP_THROTTLE_ON_ERROR_DENY   1
+#define NGX_HTTP_THROTTLE_ON_ERROR_ALLOW 0
+#define NGX_HTTP_THROTTLE_ON_ERROR_DENY 1
 
 /* The zone's bookkeeping in shared memory: keys by hash, and by recency. */
 typedef struct {
-    ngx_rbtree_t        rbtree;
-    ngx_rbtree_node_t   sentinel;
-    ngx_queue_t         queue;          /* most recently used first */
-    int64_t             full_logged;    /* last "zone is full" log, us */
+    ngx_rbtree_t      rbtree;
+    ngx_rbtree_node_t sentinel;
+    ngx_queue_t       queue;       /* most recently used first */
+    int64_t           full_logged; /* last "zone is full" log, us */
 } ngx_http_throttle_shctx_t;
 
 /* One key's state. Starts at ngx_rbtree_node_t.color, as limit_req's. */
 typedef struct {
-    u_char              color;
-    u_char              hashed;         /* data is a digest of a long key */
-    u_short             len;
-    ngx_queue_t         queue;
-    int64_t             expire_at;      /* monotonic us; stale after */
-    throttle::KeyState  state;
-    u_char              data[1];
+    u_char             color;
+    u_char             hashed; /* data is a digest of a long key */
+    u_short            len;
+    ngx_queue_t        queue;
+    int64_t            expire_at; /* monotonic us; stale after */
+    throttle::KeyState state;
+    u_char             data[1];
 } ngx_http_throttle_node_t;
 
 /* A throttle_zone: lives in the configuration cycle's pool. */
 typedef struct {
-    ngx_str_t                    name;
-    ngx_http_complex_value_t     key;
-    throttle::Policy             policy;
-    ngx_shm_zone_t              *shm_zone;
-    ngx_http_throttle_shctx_t   *sh;
-    ngx_slab_pool_t             *shpool;
+    ngx_str_t                  name;
+    ngx_http_complex_value_t   key;
+    throttle::Policy           policy;
+    ngx_shm_zone_t            *shm_zone;
+    ngx_http_throttle_shctx_t *sh;
+    ngx_slab_pool_t           *shpool;
 } ngx_http_throttle_zone_t;
 
 /* One "throttle" line of a location. */
 typedef struct {
-    ngx_shm_zone_t              *shm_zone;
-    ngx_http_complex_value_t    *cost;  /* NULL: cost_value is constant */
-    int64_t                      cost_value;
+    ngx_shm_zone_t           *shm_zone;
+    ngx_http_complex_value_t *cost; /* NULL: cost_value is constant */
+    int64_t                   cost_value;
 } ngx_http_throttle_limit_t;
 
 typedef struct {
-    ngx_shm_zone_t              *shm_zone;
-    ngx_str_t                    file;
-    ngx_uint_t                   line;
+    ngx_shm_zone_t *shm_zone;
+    ngx_str_t       file;
+    ngx_uint_t      line;
 } ngx_http_throttle_zone_ref_t;
 
 typedef struct {
-    ngx_array_t                  zone_refs; /* of ngx_http_throttle_zone_ref_t */
+    ngx_array_t zone_refs; /* of ngx_http_throttle_zone_ref_t */
 } ngx_http_throttle_main_conf_t;
 
 typedef struct {
-    ngx_array_t                 *limits;    /* sorted by zone name */
-    ngx_uint_t                   status;
-    ngx_uint_t                   headers;
-    ngx_flag_t                   dry_run;
-    ngx_uint_t                   log_level;
-    ngx_uint_t                   on_error;
+    ngx_array_t *limits; /* sorted by zone name */
+    ngx_uint_t   status;
+    ngx_uint_t   headers;
+    ngx_flag_t   dry_run;
+    ngx_uint_t   log_level;
+    ngx_uint_t   on_error;
 } ngx_http_throttle_loc_conf_t;
 
 /* The decision about a request, kept for the whole main request. */
 typedef struct {
-    ngx_uint_t                   status;    /* ngx_http_throttle_status_e */
-    ngx_uint_t                   headers;   /* throttle_headers in force */
-    ngx_http_throttle_zone_t    *zone;      /* binding zone, or NULL */
-    throttle::ThrottleResult     result;    /* binding zone's answer */
+    ngx_uint_t                status;  /* ngx_http_throttle_status_e */
+    ngx_uint_t                headers; /* throttle_headers in force */
+    ngx_http_throttle_zone_t *zone;    /* binding zone, or NULL */
+    throttle::ThrottleResult  result;  /* binding zone's answer */
 } ngx_http_throttle_ctx_t;
 
 /* One zone's part in a decision, between lookup and commit. */
 typedef struct {
-    ngx_http_throttle_zone_t    *zone;
-    throttle::ZoneKey            key;
-    int64_t                      cost;
-    ngx_http_throttle_node_t    *node;      /* existing node, or NULL */
-    ngx_http_throttle_node_t    *fresh;     /* allocated, not yet inserted */
-    uint32_t                     hash;
-    throttle::Decision           decision;
+    ngx_http_throttle_zone_t *zone;
+    throttle::ZoneKey         key;
+    int64_t                   cost;
+    ngx_http_throttle_node_t *node;  /* existing node, or NULL */
+    ngx_http_throttle_node_t *fresh; /* allocated, not yet inserted */
+    uint32_t                  hash;
+    throttle::Decision        decision;
 } ngx_http_throttle_check_t;
 
 /* ngx_http_throttle_zone.cpp */
 ngx_int_t ngx_http_throttle_init_zone(ngx_shm_zone_t *shm_zone,
-    void *data) noexcept;
-void ngx_http_throttle_lookup(ngx_http_throttle_check_t *check,
-    int64_t now) noexcept;
+                                      void           *data) noexcept;
+void      ngx_http_throttle_lookup(ngx_http_throttle_check_t *check,
+                                   int64_t                    now) noexcept;
 ngx_int_t ngx_http_throttle_reserve(ngx_http_throttle_check_t *check,
-    int64_t now, ngx_log_t *log) noexcept;
-void ngx_http_throttle_release(ngx_http_throttle_check_t *check) noexcept;
-void ngx_http_throttle_commit(ngx_http_throttle_check_t *check) noexcept;
+                                    int64_t now, ngx_log_t *log) noexcept;
+void      ngx_http_throttle_release(ngx_http_throttle_check_t *check) noexcept;
+void      ngx_http_throttle_commit(ngx_http_throttle_check_t *check) noexcept;
 
 /* ngx_http_throttle_handler.cpp */
 ngx_int_t ngx_http_throttle_handler(ngx_http_request_t *r) noexcept;
-ngx_http_throttle_ctx_t *ngx_http_throttle_get_ctx(ngx_http_request_t *r)
-    noexcept;
+ngx_http_throttle_ctx_t *
+ngx_http_throttle_get_ctx(ngx_http_request_t *r) noexcept;
 
 /* ngx_http_throttle_filter.cpp */
 ngx_int_t ngx_http_throttle_filter_init(ngx_conf_t *cf) noexcept;

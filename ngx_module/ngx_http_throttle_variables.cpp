@@ -15,18 +15,17 @@ enum ngx_http_throttle_var_e {
     NGX_HTTP_THROTTLE_VAR_RETRY_AFTER
 };
 
-static ngx_str_t  ngx_http_throttle_status_names[] = {
+static ngx_str_t ngx_http_throttle_status_names[] = {
     ngx_null_string,
     ngx_string("PASSED"),
     ngx_string("REJECTED"),
     ngx_string("REJECTED_DRY_RUN"),
     ngx_string("ERROR_ALLOWED"),
-    ngx_string("ERROR_DENIED")
-};
+    ngx_string("ERROR_DENIED")};
 
 static void
 ngx_http_throttle_set_value(ngx_http_variable_value_t *v, u_char *data,
-    size_t len) noexcept
+                            size_t len) noexcept
 {
     v->data = data;
     v->len = len;
@@ -36,29 +35,31 @@ ngx_http_throttle_set_value(ngx_http_variable_value_t *v, u_char *data,
 }
 
 static ngx_int_t
-ngx_http_throttle_status_variable(ngx_http_request_t *r,
-    ngx_http_variable_value_t *v, uintptr_t data) noexcept
+ngx_http_throttle_status_variable(ngx_http_request_t        *r,
+                                  ngx_http_variable_value_t *v,
+                                  uintptr_t                  data) noexcept
 {
-    ngx_http_throttle_ctx_t  *ctx = ngx_http_throttle_get_ctx(r);
+    ngx_http_throttle_ctx_t *ctx = ngx_http_throttle_get_ctx(r);
 
     if (ctx == NULL || ctx->status == NGX_HTTP_THROTTLE_NONE) {
         v->not_found = 1;
         return NGX_OK;
     }
 
-    ngx_http_throttle_set_value(v,
-                                ngx_http_throttle_status_names[ctx->status].data,
-                                ngx_http_throttle_status_names[ctx->status].len);
+    ngx_http_throttle_set_value(
+        v, ngx_http_throttle_status_names[ctx->status].data,
+        ngx_http_throttle_status_names[ctx->status].len);
     return NGX_OK;
 }
 
 static ngx_int_t
-ngx_http_throttle_number_variable(ngx_http_request_t *r,
-    ngx_http_variable_value_t *v, uintptr_t data) noexcept
+ngx_http_throttle_number_variable(ngx_http_request_t        *r,
+                                  ngx_http_variable_value_t *v,
+                                  uintptr_t                  data) noexcept
 {
-    int64_t                   value;
-    u_char                   *p;
-    ngx_http_throttle_ctx_t  *ctx = ngx_http_throttle_get_ctx(r);
+    int64_t                  value;
+    u_char                  *p;
+    ngx_http_throttle_ctx_t *ctx = ngx_http_throttle_get_ctx(r);
 
     if (ctx == NULL || ctx->zone == NULL) {
         v->not_found = 1;
@@ -91,34 +92,30 @@ ngx_http_throttle_number_variable(ngx_http_request_t *r,
     return NGX_OK;
 }
 
-static ngx_http_variable_t  ngx_http_throttle_vars[] = {
+static ngx_http_variable_t ngx_http_throttle_vars[] = {
 
-    { ngx_string("throttle_status"), NULL,
-      ngx_http_throttle_status_variable, 0, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+    {ngx_string("throttle_status"), NULL, ngx_http_throttle_status_variable, 0,
+     NGX_HTTP_VAR_NOCACHEABLE, 0},
 
-    { ngx_string("throttle_limit"), NULL,
-      ngx_http_throttle_number_variable, NGX_HTTP_THROTTLE_VAR_LIMIT,
-      NGX_HTTP_VAR_NOCACHEABLE, 0 },
+    {ngx_string("throttle_limit"), NULL, ngx_http_throttle_number_variable,
+     NGX_HTTP_THROTTLE_VAR_LIMIT, NGX_HTTP_VAR_NOCACHEABLE, 0},
 
-    { ngx_string("throttle_remaining"), NULL,
-      ngx_http_throttle_number_variable, NGX_HTTP_THROTTLE_VAR_REMAINING,
-      NGX_HTTP_VAR_NOCACHEABLE, 0 },
+    {ngx_string("throttle_remaining"), NULL, ngx_http_throttle_number_variable,
+     NGX_HTTP_THROTTLE_VAR_REMAINING, NGX_HTTP_VAR_NOCACHEABLE, 0},
 
-    { ngx_string("throttle_reset"), NULL,
-      ngx_http_throttle_number_variable, NGX_HTTP_THROTTLE_VAR_RESET,
-      NGX_HTTP_VAR_NOCACHEABLE, 0 },
+    {ngx_string("throttle_reset"), NULL, ngx_http_throttle_number_variable,
+     NGX_HTTP_THROTTLE_VAR_RESET, NGX_HTTP_VAR_NOCACHEABLE, 0},
 
-    { ngx_string("throttle_retry_after"), NULL,
-      ngx_http_throttle_number_variable, NGX_HTTP_THROTTLE_VAR_RETRY_AFTER,
-      NGX_HTTP_VAR_NOCACHEABLE, 0 },
+    {ngx_string("throttle_retry_after"), NULL,
+     ngx_http_throttle_number_variable, NGX_HTTP_THROTTLE_VAR_RETRY_AFTER,
+     NGX_HTTP_VAR_NOCACHEABLE, 0},
 
-      ngx_http_null_variable
-};
+    ngx_http_null_variable};
 
 ngx_int_t
 ngx_http_throttle_add_variables(ngx_conf_t *cf) noexcept
 {
-    ngx_http_variable_t  *var, *v;
+    ngx_http_variable_t *var, *v;
 
     for (v = ngx_http_throttle_vars; v->name.len; v++) {
         var = ngx_http_add_variable(cf, &v->name, v->flags);

@@ -14,14 +14,14 @@
 #include <cstring>
 
 /* Expired nodes freed per lookup: enough to keep up with the arrivals. */
-#define NGX_HTTP_THROTTLE_SWEEP     2
+#define NGX_HTTP_THROTTLE_SWEEP 2
 
 /* Least recently used nodes evicted, at most, to make room for one key. */
-#define NGX_HTTP_THROTTLE_EVICT     16
+#define NGX_HTTP_THROTTLE_EVICT 16
 
 static ngx_int_t
 ngx_http_throttle_compare(ngx_http_throttle_node_t *tn, const u_char *data,
-    size_t len, ngx_uint_t hashed) noexcept
+                          size_t len, ngx_uint_t hashed) noexcept
 {
     if (tn->hashed != hashed) {
         return (ngx_int_t) tn->hashed - (ngx_int_t) hashed;
@@ -36,12 +36,13 @@ ngx_http_throttle_compare(ngx_http_throttle_node_t *tn, const u_char *data,
 
 static void
 ngx_http_throttle_rbtree_insert_value(ngx_rbtree_node_t *temp,
-    ngx_rbtree_node_t *node, ngx_rbtree_node_t *sentinel) noexcept
+                                      ngx_rbtree_node_t *node,
+                                      ngx_rbtree_node_t *sentinel) noexcept
 {
-    ngx_rbtree_node_t         **p;
-    ngx_http_throttle_node_t   *tn, *tnt;
+    ngx_rbtree_node_t       **p;
+    ngx_http_throttle_node_t *tn, *tnt;
 
-    for ( ;; ) {
+    for (;;) {
 
         if (node->key < temp->key) {
             p = &temp->left;
@@ -54,7 +55,9 @@ ngx_http_throttle_rbtree_insert_value(ngx_rbtree_node_t *temp,
             tnt = (ngx_http_throttle_node_t *) &temp->color;
 
             p = ngx_http_throttle_compare(tn, tnt->data, tnt->len, tnt->hashed)
-                < 0 ? &temp->left : &temp->right;
+                    < 0
+                ? &temp->left
+                : &temp->right;
         }
 
         if (*p == sentinel) {
@@ -74,15 +77,15 @@ ngx_http_throttle_rbtree_insert_value(ngx_rbtree_node_t *temp,
 static ngx_rbtree_node_t *
 ngx_http_throttle_rbnode(ngx_http_throttle_node_t *tn) noexcept
 {
-    return (ngx_rbtree_node_t *)
-           ((u_char *) tn - offsetof(ngx_rbtree_node_t, color));
+    return (ngx_rbtree_node_t *) ((u_char *) tn
+                                  - offsetof(ngx_rbtree_node_t, color));
 }
 
 static void
 ngx_http_throttle_delete(ngx_http_throttle_zone_t *zone,
-    ngx_http_throttle_node_t *tn) noexcept
+                         ngx_http_throttle_node_t *tn) noexcept
 {
-    ngx_rbtree_node_t  *node = ngx_http_throttle_rbnode(tn);
+    ngx_rbtree_node_t *node = ngx_http_throttle_rbnode(tn);
 
     ngx_queue_remove(&tn->queue);
     ngx_rbtree_delete(&zone->sh->rbtree, node);
@@ -93,10 +96,10 @@ ngx_http_throttle_delete(ngx_http_throttle_zone_t *zone,
  * ones unless "force". */
 static void
 ngx_http_throttle_drop_oldest(ngx_http_throttle_zone_t *zone, ngx_uint_t n,
-    int64_t now, bool force) noexcept
+                              int64_t now, bool force) noexcept
 {
-    ngx_queue_t               *q;
-    ngx_http_throttle_node_t  *tn;
+    ngx_queue_t              *q;
+    ngx_http_throttle_node_t *tn;
 
     while (n-- && !ngx_queue_empty(&zone->sh->queue)) {
         q = ngx_queue_last(&zone->sh->queue);
@@ -111,14 +114,13 @@ ngx_http_throttle_drop_oldest(ngx_http_throttle_zone_t *zone, ngx_uint_t n,
 }
 
 void
-ngx_http_throttle_lookup(ngx_http_throttle_check_t *check, int64_t now)
-    noexcept
+ngx_http_throttle_lookup(ngx_http_throttle_check_t *check, int64_t now) noexcept
 {
-    const throttle::ZoneKey   &key = check->key;
-    ngx_http_throttle_zone_t  *zone = check->zone;
-    ngx_rbtree_node_t         *node, *sentinel;
-    ngx_http_throttle_node_t  *tn;
-    ngx_int_t                  rc;
+    const throttle::ZoneKey  &key = check->key;
+    ngx_http_throttle_zone_t *zone = check->zone;
+    ngx_rbtree_node_t        *node, *sentinel;
+    ngx_http_throttle_node_t *tn;
+    ngx_int_t                 rc;
 
     ngx_http_throttle_drop_oldest(zone, NGX_HTTP_THROTTLE_SWEEP, now, false);
 
@@ -137,8 +139,8 @@ ngx_http_throttle_lookup(ngx_http_throttle_check_t *check, int64_t now)
         }
 
         tn = (ngx_http_throttle_node_t *) &node->color;
-        rc = ngx_http_throttle_compare(tn, key.data(), key.size(),
-                                       key.hashed());
+        rc =
+            ngx_http_throttle_compare(tn, key.data(), key.size(), key.hashed());
         if (rc == 0) {
             check->node = tn;
             break;
@@ -155,32 +157,30 @@ ngx_http_throttle_lookup(ngx_http_throttle_check_t *check, int64_t now)
 
 ngx_int_t
 ngx_http_throttle_reserve(ngx_http_throttle_check_t *check, int64_t now,
-    ngx_log_t *log) noexcept
+                          ngx_log_t *log) noexcept
 {
-    const throttle::ZoneKey   &key = check->key;
-    ngx_http_throttle_zone_t  *zone = check->zone;
-    ngx_rbtree_node_t         *node;
-    ngx_http_throttle_node_t  *tn;
-    size_t                     size;
-    ngx_uint_t                 evicted;
+    const throttle::ZoneKey  &key = check->key;
+    ngx_http_throttle_zone_t *zone = check->zone;
+    ngx_rbtree_node_t        *node;
+    ngx_http_throttle_node_t *tn;
+    size_t                    size;
+    ngx_uint_t                evicted;
 
     if (!check->decision.store || check->node) {
         return NGX_OK;
     }
 
     size = offsetof(ngx_rbtree_node_t, color)
-           + offsetof(ngx_http_throttle_node_t, data) + key.size();
+        + offsetof(ngx_http_throttle_node_t, data) + key.size();
 
     node = (ngx_rbtree_node_t *) ngx_slab_alloc_locked(zone->shpool, size);
 
-    for (evicted = 0;
-         node == NULL && evicted < NGX_HTTP_THROTTLE_EVICT
+    for (evicted = 0; node == NULL && evicted < NGX_HTTP_THROTTLE_EVICT
          && !ngx_queue_empty(&zone->sh->queue);
          evicted++)
     {
         ngx_http_throttle_drop_oldest(zone, 1, now, true);
-        node = (ngx_rbtree_node_t *) ngx_slab_alloc_locked(zone->shpool,
-                                                           size);
+        node = (ngx_rbtree_node_t *) ngx_slab_alloc_locked(zone->shpool, size);
     }
 
     if (node == NULL) {
@@ -217,7 +217,7 @@ ngx_http_throttle_release(ngx_http_throttle_check_t *check) noexcept
 void
 ngx_http_throttle_commit(ngx_http_throttle_check_t *check) noexcept
 {
-    ngx_http_throttle_node_t  *tn;
+    ngx_http_throttle_node_t *tn;
 
     if (!check->decision.store) {
         return;
@@ -243,9 +243,9 @@ ngx_http_throttle_commit(ngx_http_throttle_check_t *check) noexcept
 ngx_int_t
 ngx_http_throttle_init_zone(ngx_shm_zone_t *shm_zone, void *data) noexcept
 {
-    ngx_http_throttle_zone_t  *ozone = (ngx_http_throttle_zone_t *) data;
-    ngx_http_throttle_zone_t  *zone;
-    size_t                     len;
+    ngx_http_throttle_zone_t *ozone = (ngx_http_throttle_zone_t *) data;
+    ngx_http_throttle_zone_t *zone;
+    size_t                    len;
 
     zone = (ngx_http_throttle_zone_t *) shm_zone->data;
 
@@ -255,7 +255,8 @@ ngx_http_throttle_init_zone(ngx_shm_zone_t *shm_zone, void *data) noexcept
 
         if (zone->key.value.len != ozone->key.value.len
             || ngx_strncmp(zone->key.value.data, ozone->key.value.data,
-                           zone->key.value.len) != 0)
+                           zone->key.value.len)
+                != 0)
         {
             ngx_log_error(NGX_LOG_EMERG, shm_zone->shm.log, 0,
                           "throttle_zone \"%V\" uses the \"%V\" key while "
@@ -270,7 +271,8 @@ ngx_http_throttle_init_zone(ngx_shm_zone_t *shm_zone, void *data) noexcept
             ngx_log_error(NGX_LOG_EMERG, shm_zone->shm.log, 0,
                           "throttle_zone \"%V\" changed its algorithm; "
                           "rename the zone or change its size to start "
-                          "afresh", &shm_zone->shm.name);
+                          "afresh",
+                          &shm_zone->shm.name);
             return NGX_ERROR;
         }
 
@@ -286,8 +288,8 @@ ngx_http_throttle_init_zone(ngx_shm_zone_t *shm_zone, void *data) noexcept
         return NGX_OK;
     }
 
-    zone->sh = (ngx_http_throttle_shctx_t *)
-               ngx_slab_alloc(zone->shpool, sizeof(ngx_http_throttle_shctx_t));
+    zone->sh = (ngx_http_throttle_shctx_t *) ngx_slab_alloc(
+        zone->shpool, sizeof(ngx_http_throttle_shctx_t));
     if (zone->sh == NULL) {
         return NGX_ERROR;
     }

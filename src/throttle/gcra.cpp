@@ -17,9 +17,9 @@ gcra_decide(const GcraParams &params, std::optional<int64_t> tat_us,
     GcraOutcome out;
     out.result.limit = params.limit;
 
-    int64_t increment = 0;
-    const bool fits = !__builtin_mul_overflow(t, cost, &increment) &&
-                      increment <= dvt;
+    int64_t    increment = 0;
+    const bool fits =
+        !__builtin_mul_overflow(t, cost, &increment) && increment <= dvt;
 
     int64_t ttl;
     if (!fits) {

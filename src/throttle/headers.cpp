@@ -34,8 +34,8 @@ valid_zone_name(std::string_view name) noexcept
         return false;
     }
     for (char c : name) {
-        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                  (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.';
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
+            || (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.';
         if (!ok) {
             return false;
         }
@@ -50,7 +50,7 @@ format_int(char *out, int64_t value) noexcept
         value = 0;
     }
     auto [end, ec] = std::to_chars(out, out + 20, value);
-    (void)ec; // 20 characters hold any int64_t
+    (void) ec; // 20 characters hold any int64_t
     return static_cast<size_t>(end - out);
 }
 

@@ -29,9 +29,9 @@ class ZoneKey {
     bool hashed() const noexcept { return hashed_; }
 
   private:
-    const unsigned char *raw_;
-    size_t len_;
-    bool hashed_;
+    const unsigned char                     *raw_;
+    size_t                                   len_;
+    bool                                     hashed_;
     std::array<unsigned char, kKeyDigestLen> digest_{};
 };
 

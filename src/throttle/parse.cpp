@@ -44,10 +44,9 @@ parse_count(std::string_view text, int64_t max) noexcept
         }
     }
     int64_t value = 0;
-    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(),
-                                     value);
-    if (ec != std::errc() || end != text.data() + text.size() ||
-        value > max) {
+    auto [end, ec] =
+        std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc() || end != text.data() + text.size() || value > max) {
         return {std::nullopt, "is too large"};
     }
     return {value, nullptr};
@@ -58,13 +57,15 @@ parse_rate(std::string_view text) noexcept
 {
     auto r = text.find("r/");
     if (r == std::string_view::npos || r == 0) {
-        return {std::nullopt, "must look like 30r/m (units: r/s, r/m, r/h, "
-                              "r/d)"};
+        return {std::nullopt,
+                "must look like 30r/m (units: r/s, r/m, r/h, "
+                "r/d)"};
     }
     auto period = unit_period_us(text.substr(r + 2));
     if (!period) {
-        return {std::nullopt, "has an unknown unit (use r/s, r/m, r/h or "
-                              "r/d)"};
+        return {std::nullopt,
+                "has an unknown unit (use r/s, r/m, r/h or "
+                "r/d)"};
     }
     auto count = parse_count(text.substr(0, r), kMaxRateCount);
     if (!count) {

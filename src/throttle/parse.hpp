@@ -21,7 +21,7 @@ struct Rate {
 // string, suitable for an nginx EMERG message).
 template <typename T> struct Parsed {
     std::optional<T> value;
-    const char *error = nullptr;
+    const char      *error = nullptr;
 
     explicit operator bool() const noexcept { return value.has_value(); }
 };

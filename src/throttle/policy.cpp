@@ -8,10 +8,11 @@ parse_algorithm(std::string_view name) noexcept
     if (name == "gcra") {
         return {Algorithm::gcra, nullptr};
     }
-    if (name == "fixed_window" || name == "sliding_window" ||
-        name == "sliding_log") {
-        return {std::nullopt, "is not available in this version (only "
-                              "\"gcra\" is)"};
+    if (name == "fixed_window" || name == "sliding_window"
+        || name == "sliding_log") {
+        return {std::nullopt,
+                "is not available in this version (only "
+                "\"gcra\" is)"};
     }
     return {std::nullopt, "is unknown (use \"gcra\")"};
 }
@@ -41,8 +42,9 @@ make_policy(Algorithm algorithm, Rate rate, int64_t burst) noexcept
     // Keep the tolerance far below INT64_MAX so that "now + tolerance" and
     // "tat + cost * T" never overflow for any clock value.
     if (__builtin_mul_overflow(p.gcra.emission_interval_us, p.gcra.limit,
-                               &p.gcra.tolerance_us) ||
-        p.gcra.tolerance_us > (int64_t{1} << 60)) {
+                               &p.gcra.tolerance_us)
+        || p.gcra.tolerance_us > (int64_t{1} << 60))
+    {
         return {std::nullopt, "burst is too large for this rate"};
     }
     return {p, nullptr};

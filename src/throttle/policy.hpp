@@ -15,7 +15,7 @@ enum class Algorithm { gcra };
 
 // "gcra"; names of algorithms not built yet are refused with a reason.
 Parsed<Algorithm> parse_algorithm(std::string_view name) noexcept;
-std::string_view algorithm_name(Algorithm algorithm) noexcept;
+std::string_view  algorithm_name(Algorithm algorithm) noexcept;
 
 // The largest burst= accepted; beyond it the tolerance would not fit the
 // microsecond arithmetic for the slowest rates.
@@ -25,9 +25,9 @@ constexpr int64_t kMaxBurst = 1'000'000'000;
 constexpr int64_t kMaxCost = 1'000'000'000;
 
 struct Policy {
-    Algorithm algorithm = Algorithm::gcra;
-    Rate rate{};
-    int64_t burst = 0;
+    Algorithm  algorithm = Algorithm::gcra;
+    Rate       rate{};
+    int64_t    burst = 0;
     GcraParams gcra{};
 
     int64_t limit() const noexcept { return gcra.limit; }
@@ -47,7 +47,7 @@ struct KeyState {
 struct Decision {
     ThrottleResult result;
     // Whether `state` must be written back; false leaves the key untouched.
-    bool store = false;
+    bool     store = false;
     KeyState state{};
     // When the stored state becomes equal to a fresh key's and may go.
     int64_t expire_at_us = 0;

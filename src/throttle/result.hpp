@@ -7,7 +7,7 @@
 namespace throttle {
 
 struct ThrottleResult {
-    bool limited = false;
+    bool    limited = false;
     int64_t limit = 0;
     int64_t remaining = 0;
     // Time until the key is back to its fresh state.

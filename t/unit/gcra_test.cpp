@@ -24,12 +24,12 @@ policy(int64_t count, int64_t period_us, int64_t burst)
 // One key held the way a zone holds it: state plus expiry.
 struct Slot {
     std::optional<KeyState> state;
-    int64_t expire_at_us = 0;
+    int64_t                 expire_at_us = 0;
 
     ThrottleResult hit(const Policy &p, int64_t now, int64_t cost)
     {
         const bool live = state && now < expire_at_us;
-        Decision d = decide(p, live ? &*state : nullptr, now, cost);
+        Decision   d = decide(p, live ? &*state : nullptr, now, cost);
         if (d.store) {
             state = d.state;
             expire_at_us = d.expire_at_us;
@@ -40,7 +40,7 @@ struct Slot {
 
 struct Vector {
     int64_t now_ms, cost;
-    bool limited;
+    bool    limited;
     int64_t remaining, reset_after_ms, retry_after_ms;
 };
 
@@ -49,20 +49,20 @@ TEST(Gcra, RedisCellReferenceVectors)
     // redis-cell it_rate_limits: burst 4, 1 request per second.
     const Policy p = policy(1, 1'000'000, 4);
     const Vector vectors[] = {
-        {0, 6, true, 5, 0, -1},          {0, 1, false, 4, 1000, -1},
-        {0, 1, false, 3, 2000, -1},      {0, 1, false, 2, 3000, -1},
-        {0, 1, false, 1, 4000, -1},      {0, 1, false, 0, 5000, -1},
-        {0, 1, true, 0, 5000, 1000},     {3000, 1, false, 2, 3000, -1},
-        {3100, 1, false, 1, 3900, -1},   {4000, 1, false, 1, 4000, -1},
-        {8000, 1, false, 4, 1000, -1},   {9500, 1, false, 4, 1000, -1},
-        {9500, 0, false, 4, 1000, -1},   {9500, 2, false, 2, 3000, -1},
+        {0, 6, true, 5, 0, -1},         {0, 1, false, 4, 1000, -1},
+        {0, 1, false, 3, 2000, -1},     {0, 1, false, 2, 3000, -1},
+        {0, 1, false, 1, 4000, -1},     {0, 1, false, 0, 5000, -1},
+        {0, 1, true, 0, 5000, 1000},    {3000, 1, false, 2, 3000, -1},
+        {3100, 1, false, 1, 3900, -1},  {4000, 1, false, 1, 4000, -1},
+        {8000, 1, false, 4, 1000, -1},  {9500, 1, false, 4, 1000, -1},
+        {9500, 0, false, 4, 1000, -1},  {9500, 2, false, 2, 3000, -1},
         {9500, 5, true, 2, 3000, 3000},
     };
-    Slot slot;
+    Slot          slot;
     const int64_t start = 1'700'000'000'000'000; // any epoch works
     for (const Vector &v : vectors) {
-        SCOPED_TRACE(testing::Message() << "t=" << v.now_ms << "ms cost="
-                                        << v.cost);
+        SCOPED_TRACE(testing::Message()
+                     << "t=" << v.now_ms << "ms cost=" << v.cost);
         ThrottleResult r = slot.hit(p, start + v.now_ms * kMs, v.cost);
         EXPECT_EQ(r.limited, v.limited);
         EXPECT_EQ(r.limit, 5);
@@ -80,7 +80,7 @@ TEST(Gcra, DesignHeaderExample)
     const Policy p = policy(30, 60'000'000, 15);
     EXPECT_EQ(p.limit(), 16);
     EXPECT_EQ(ceil_seconds(p.window_us()), 32);
-    Slot slot;
+    Slot           slot;
     ThrottleResult first = slot.hit(p, 0, 1);
     EXPECT_FALSE(first.limited);
     EXPECT_EQ(first.remaining, 15);
@@ -97,7 +97,7 @@ TEST(Gcra, DesignHeaderExample)
 TEST(Gcra, CostBeyondCapacityNeverFitsAndNeverOverflows)
 {
     const Policy p = policy(1, 86'400'000'000, 0); // 1r/d
-    Slot slot;
+    Slot         slot;
     for (int64_t cost : {2L, kMaxCost, INT64_MAX}) {
         ThrottleResult r = slot.hit(p, 5, cost);
         EXPECT_TRUE(r.limited);
@@ -110,7 +110,7 @@ TEST(Gcra, CostBeyondCapacityNeverFitsAndNeverOverflows)
 TEST(Gcra, RejectionChangesNothing)
 {
     const Policy p = policy(10, 1'000'000, 2);
-    Slot slot;
+    Slot         slot;
     for (int i = 0; i < 3; i++) {
         slot.hit(p, 0, 1);
     }
@@ -121,13 +121,13 @@ TEST(Gcra, RejectionChangesNothing)
 
 // CL.THROTTLE as redis-cell's source spells it, over a store with expiry.
 struct ReferenceCell {
-    int64_t t, dvt, limit;
+    int64_t                                    t, dvt, limit;
     std::map<int, std::pair<int64_t, int64_t>> store; // key -> tat, expiry
 
     ThrottleResult throttle(int key, int64_t now, int64_t quantity)
     {
         int64_t tat = now;
-        auto it = store.find(key);
+        auto    it = store.find(key);
         if (it != store.end() && now < it->second.second) {
             tat = it->second.first;
         }
@@ -136,7 +136,7 @@ struct ReferenceCell {
         const __int128 increment = static_cast<__int128>(t) * quantity;
         const __int128 new_tat = (now > tat ? now : tat) + increment;
         const __int128 diff = now - (new_tat - dvt);
-        int64_t ttl;
+        int64_t        ttl;
         if (diff < 0) {
             if (increment <= dvt) {
                 r.retry_after_us = static_cast<int64_t>(-diff);
@@ -165,20 +165,19 @@ TEST(Gcra, MatchesReferenceOverRandomTimelines)
         const int64_t periods[] = {1'000'000, 60'000'000, 3'600'000'000};
         const int64_t period = periods[rng() % 3];
         const int64_t burst = static_cast<int64_t>(rng() % 20);
-        const Policy p = policy(count, period, burst);
-        ReferenceCell ref{p.gcra.emission_interval_us, p.gcra.tolerance_us,
-                          p.gcra.limit, {}};
+        const Policy  p = policy(count, period, burst);
+        ReferenceCell ref{
+            p.gcra.emission_interval_us, p.gcra.tolerance_us, p.gcra.limit, {}};
         std::map<int, Slot> slots;
         int64_t now = static_cast<int64_t>(rng() % 1'000'000'000'000);
         for (int step = 0; step < 2000; step++) {
             // Mostly small steps (bursts), sometimes long idle gaps.
             now += rng() % 8 == 0
-                       ? static_cast<int64_t>(rng() % (3 * p.window_us()))
-                       : static_cast<int64_t>(rng() % (p.gcra
-                                                           .emission_interval_us +
-                                                       1));
-            const int key = static_cast<int>(rng() % 4);
-            const int64_t cost = static_cast<int64_t>(rng() % (burst + 3));
+                ? static_cast<int64_t>(rng() % (3 * p.window_us()))
+                : static_cast<int64_t>(rng()
+                                       % (p.gcra.emission_interval_us + 1));
+            const int      key = static_cast<int>(rng() % 4);
+            const int64_t  cost = static_cast<int64_t>(rng() % (burst + 3));
             ThrottleResult want = ref.throttle(key, now, cost);
             ThrottleResult got = slots[key].hit(p, now, cost);
             ASSERT_EQ(got.limited, want.limited) << "round " << round;
@@ -194,8 +193,8 @@ TEST(Gcra, AdmitsExactlyTheRateOverALongRun)
     // Flooding one key for an hour at 10 r/s with burst 5 admits burst + 1
     // at t=0, then one every 100 ms up to and including t=3600 s.
     const Policy p = policy(10, 1'000'000, 5);
-    Slot slot;
-    int64_t admitted = 0;
+    Slot         slot;
+    int64_t      admitted = 0;
     for (int64_t now = 0; now <= 3600LL * 1'000'000; now += 5'000) {
         admitted += slot.hit(p, now, 1).limited ? 0 : 1;
     }

@@ -52,7 +52,7 @@ TEST(Headers, SecondsRoundUp)
 
 TEST(Headers, LongestValueFits)
 {
-    std::string name(100, 'z');
+    std::string    name(100, 'z');
     ThrottleResult r;
     r.remaining = INT64_MAX;
     r.reset_after_us = INT64_MAX;
@@ -67,8 +67,9 @@ TEST(Headers, ZoneNames)
     for (const char *ok : {"reply", "api-v2", "a.b_c", "Z9"}) {
         EXPECT_TRUE(valid_zone_name(ok)) << ok;
     }
-    for (const char *bad : {"", "a b", "a\"b", "a\\b", "a;b", "a,b", "a:b",
-                            "\xc3\xa9"}) {
+    for (const char *bad :
+         {"", "a b", "a\"b", "a\\b", "a;b", "a,b", "a:b", "\xc3\xa9"})
+    {
         EXPECT_FALSE(valid_zone_name(bad)) << bad;
     }
 }

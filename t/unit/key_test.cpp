@@ -16,7 +16,7 @@ bytes(const std::string &s)
 TEST(ZoneKey, ShortKeysAreStoredAsTheyAre)
 {
     const std::string binary("\x7f\x00\x00\x01", 4); // $binary_remote_addr
-    ZoneKey k(bytes(binary), binary.size());
+    ZoneKey           k(bytes(binary), binary.size());
     EXPECT_FALSE(k.hashed());
     EXPECT_EQ(k.size(), 4u);
     EXPECT_EQ(std::string(reinterpret_cast<const char *>(k.data()), k.size()),
@@ -29,7 +29,7 @@ TEST(ZoneKey, ShortKeysAreStoredAsTheyAre)
 TEST(ZoneKey, LongKeysBecomeDistinctDigests)
 {
     const std::string a(64 * 1024, 'a');
-    std::string b = a;
+    std::string       b = a;
     b.back() = 'b';
     ZoneKey ka(bytes(a), a.size()), kb(bytes(b), b.size()),
         ka2(bytes(a), a.size());
@@ -47,8 +47,8 @@ TEST(ZoneKey, LongKeysBecomeDistinctDigests)
 TEST(ZoneKey, CopiesKeepPointingAtTheirOwnDigest)
 {
     const std::string a(1000, 'x');
-    ZoneKey k(bytes(a), a.size());
-    ZoneKey copy = k;
+    ZoneKey           k(bytes(a), a.size());
+    ZoneKey           copy = k;
     EXPECT_NE(copy.data(), k.data());
     EXPECT_EQ(0, memcmp(copy.data(), k.data(), kKeyDigestLen));
 }

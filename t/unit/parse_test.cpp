@@ -10,10 +10,12 @@ TEST(ParseRate, Units)
 {
     struct {
         const char *text;
-        int64_t count, period_us;
+        int64_t     count, period_us;
     } cases[] = {
-        {"1r/s", 1, 1'000'000},          {"30r/m", 30, 60'000'000},
-        {"5r/h", 5, 3'600'000'000},      {"100r/d", 100, 86'400'000'000},
+        {"1r/s", 1, 1'000'000},
+        {"30r/m", 30, 60'000'000},
+        {"5r/h", 5, 3'600'000'000},
+        {"100r/d", 100, 86'400'000'000},
         {"1000000r/s", 1'000'000, 1'000'000},
     };
     for (auto &c : cases) {
@@ -28,7 +30,8 @@ TEST(ParseRate, Refusals)
 {
     for (const char *bad : {"", "r/s", "0r/s", "10", "10r", "10r/", "10r/x",
                             "10r/ms", "-1r/s", "1.5r/s", "10 r/s", "2000000r/s",
-                            "99999999999999999999r/s", "10R/s", "10r/sec"}) {
+                            "99999999999999999999r/s", "10R/s", "10r/sec"})
+    {
         auto r = parse_rate(bad);
         EXPECT_FALSE(r) << bad;
         EXPECT_NE(r.error, nullptr) << bad;
@@ -52,7 +55,8 @@ TEST(Policy, AlgorithmNames)
 {
     EXPECT_EQ(*parse_algorithm("gcra").value, Algorithm::gcra);
     EXPECT_EQ(algorithm_name(Algorithm::gcra), "gcra");
-    for (const char *later : {"fixed_window", "sliding_window", "sliding_log"}) {
+    for (const char *later : {"fixed_window", "sliding_window", "sliding_log"})
+    {
         auto a = parse_algorithm(later);
         EXPECT_FALSE(a);
         EXPECT_NE(std::string(a.error).find("not available"),
@@ -72,11 +76,11 @@ TEST(Policy, DerivedParameters)
 
 TEST(Policy, RefusesToleranceThatWouldOverflow)
 {
-    EXPECT_FALSE(make_policy(Algorithm::gcra, Rate{1, 86'400'000'000},
-                             kMaxBurst));
+    EXPECT_FALSE(
+        make_policy(Algorithm::gcra, Rate{1, 86'400'000'000}, kMaxBurst));
     EXPECT_FALSE(make_policy(Algorithm::gcra, Rate{1, 1'000'000}, -1));
-    EXPECT_TRUE(make_policy(Algorithm::gcra, Rate{1, 86'400'000'000},
-                            1'000'000));
+    EXPECT_TRUE(
+        make_policy(Algorithm::gcra, Rate{1, 86'400'000'000}, 1'000'000));
 }
 
 } // namespace
