@@ -54,7 +54,9 @@ $(MODULE): $(CORE_BUILD)/libthrottle_core.a $(NGINX_BUILD)/objs/Makefile \
            $(GLUE_SRCS)
 	rm -f $(NGINX_BUILD)/objs/ngx_http_throttle_module.so
 	$(MAKE) -C $(NGINX_BUILD) -f objs/Makefile modules
-	cp $(NGINX_BUILD)/objs/ngx_http_throttle_module.so $@
+	@# a new inode: running nginx processes keep the old file mapped
+	cp $(NGINX_BUILD)/objs/ngx_http_throttle_module.so $@.tmp
+	mv -f $@.tmp $@
 
 build:
 	@scripts/deps.sh $(BUILD_DEPS)
