@@ -44,8 +44,9 @@ enum ngx_http_throttle_status_e {
 typedef struct {
     ngx_rbtree_t      rbtree;
     ngx_rbtree_node_t sentinel;
-    ngx_queue_t       queue;       /* most recently used first */
-    int64_t           full_logged; /* last "zone is full" log, us */
+    ngx_queue_t       queue;        /* most recently used first */
+    int64_t           full_logged;  /* last "zone is full" log, us */
+    int64_t           evict_logged; /* last "evicting live keys" log, us */
 } ngx_http_throttle_shctx_t;
 
 /* One key's state. Starts at ngx_rbtree_node_t.color, as limit_req's. */

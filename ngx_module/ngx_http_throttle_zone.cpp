@@ -92,11 +92,10 @@ ngx_http_throttle_delete(ngx_http_throttle_zone_t *zone,
     ngx_slab_free_locked(zone->shpool, node);
 }
 
-/* Frees up to "n" nodes from the least recently used end; only expired
- * ones unless "force". */
+/* Frees expired nodes from the least recently used end, up to "n". */
 static void
-ngx_http_throttle_drop_oldest(ngx_http_throttle_zone_t *zone, ngx_uint_t n,
-                              int64_t now, bool force) noexcept
+ngx_http_throttle_expire(ngx_http_throttle_zone_t *zone, ngx_uint_t n,
+                         int64_t now) noexcept
 {
     ngx_queue_t              *q;
     ngx_http_throttle_node_t *tn;
@@ -105,12 +104,37 @@ ngx_http_throttle_drop_oldest(ngx_http_throttle_zone_t *zone, ngx_uint_t n,
         q = ngx_queue_last(&zone->sh->queue);
         tn = ngx_queue_data(q, ngx_http_throttle_node_t, queue);
 
-        if (!force && tn->expire_at > now) {
+        if (tn->expire_at > now) {
             return;
         }
 
         ngx_http_throttle_delete(zone, tn);
     }
+}
+
+/* Frees the least recently used node, expired or not, to make room. An
+ * evicted live key starts afresh next time: that over-admits, so the
+ * operator hears of it, once a minute at most. */
+static void
+ngx_http_throttle_evict(ngx_http_throttle_zone_t *zone, int64_t now,
+                        ngx_log_t *log) noexcept
+{
+    ngx_queue_t              *q;
+    ngx_http_throttle_node_t *tn;
+
+    q = ngx_queue_last(&zone->sh->queue);
+    tn = ngx_queue_data(q, ngx_http_throttle_node_t, queue);
+
+    if (tn->expire_at > now && now - zone->sh->evict_logged >= 60000000) {
+        zone->sh->evict_logged = now;
+        ngx_log_error(NGX_LOG_WARN, log, 0,
+                      "throttle zone \"%V\" is full: evicting keys that are "
+                      "still limited, which lets them start afresh; "
+                      "consider a larger zone",
+                      &zone->name);
+    }
+
+    ngx_http_throttle_delete(zone, tn);
 }
 
 void
@@ -122,7 +146,7 @@ ngx_http_throttle_lookup(ngx_http_throttle_check_t *check, int64_t now) noexcept
     ngx_http_throttle_node_t *tn;
     ngx_int_t                 rc;
 
-    ngx_http_throttle_drop_oldest(zone, NGX_HTTP_THROTTLE_SWEEP, now, false);
+    ngx_http_throttle_expire(zone, NGX_HTTP_THROTTLE_SWEEP, now);
 
     check->hash = ngx_murmur_hash2((u_char *) key.data(), key.size());
     check->node = NULL;
@@ -179,7 +203,7 @@ ngx_http_throttle_reserve(ngx_http_throttle_check_t *check, int64_t now,
          && !ngx_queue_empty(&zone->sh->queue);
          evicted++)
     {
-        ngx_http_throttle_drop_oldest(zone, 1, now, true);
+        ngx_http_throttle_evict(zone, now, log);
         node = (ngx_rbtree_node_t *) ngx_slab_alloc_locked(zone->shpool, size);
     }
 
@@ -300,6 +324,7 @@ ngx_http_throttle_init_zone(ngx_shm_zone_t *shm_zone, void *data) noexcept
                     ngx_http_throttle_rbtree_insert_value);
     ngx_queue_init(&zone->sh->queue);
     zone->sh->full_logged = 0;
+    zone->sh->evict_logged = 0;
 
     len = sizeof(" in throttle zone \"\"") + shm_zone->shm.name.len;
 
