@@ -27,11 +27,20 @@ ngx() {
     "$NGINX_BIN" -p "$PREFIX/" -c conf/nginx.conf -e logs/error.log "$@"
 }
 
+# Whether a process is alive; an exited one waiting to be reaped (nginx's
+# master is a daemon, its adoptive parent may be slow) is not.
+alive() {
+    local state
+    state=$(awk '{ sub(/.*\) /, ""); print $1 }' "/proc/$1/stat" 2>/dev/null) \
+        || return 1
+    [ -n "$state" ] && [ "$state" != Z ] && [ "$state" != X ]
+}
+
 running_pid() {
     local pid
     [ -s "$PIDFILE" ] || return 1
     pid=$(cat "$PIDFILE")
-    kill -0 "$pid" 2>/dev/null || return 1
+    alive "$pid" || return 1
     echo "$pid"
 }
 
@@ -43,10 +52,10 @@ stop() {
     fi
     ngx -s quit 2>/dev/null || kill -QUIT "$pid"
     for i in $(seq 100); do
-        kill -0 "$pid" 2>/dev/null || break
+        alive "$pid" || break
         sleep 0.1
     done
-    if kill -0 "$pid" 2>/dev/null; then
+    if alive "$pid"; then
         kill -TERM "$pid" 2>/dev/null || true
         sleep 0.5
     fi
