@@ -35,9 +35,13 @@ deps:
 
 core: $(CORE_BUILD)/libthrottle_core.a
 
-$(CORE_BUILD)/libthrottle_core.a: $(CORE_SRCS)
+# CMake tracks the core's own dependencies; configure only once.
+$(CORE_BUILD)/CMakeCache.txt:
 	cmake -S . -B $(CORE_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+
+$(CORE_BUILD)/libthrottle_core.a: $(CORE_SRCS) $(CORE_BUILD)/CMakeCache.txt
 	cmake --build $(CORE_BUILD) -j $(JOBS)
+	@touch $@
 
 # nginx's build system, configured once like Debian's nginx (--with-compat).
 $(NGINX_BUILD)/objs/Makefile: config
@@ -62,7 +66,8 @@ build:
 	@scripts/deps.sh $(BUILD_DEPS)
 	@$(MAKE) --no-print-directory $(MODULE)
 
-unit: core
+unit: $(CORE_BUILD)/CMakeCache.txt
+	cmake --build $(CORE_BUILD) -j $(JOBS)
 	cd $(CORE_BUILD) && ctest --output-on-failure
 
 integration: build
