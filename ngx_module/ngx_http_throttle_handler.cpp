@@ -1,5 +1,5 @@
 /*
- * The access-phase handler: one decision per main request, over every
+ * The preaccess-phase handler: one decision per main request, over every
  * "throttle" line of the location at once.
  */
 
@@ -212,7 +212,8 @@ ngx_http_throttle_fail(ngx_http_request_t           *r,
                        ngx_http_throttle_loc_conf_t *tlcf,
                        ngx_http_throttle_ctx_t      *ctx) noexcept
 {
-    if (tlcf->on_error == NGX_HTTP_THROTTLE_ON_ERROR_ALLOW) {
+    /* dry run never rejects, not even on "throttle_on_error deny" */
+    if (tlcf->on_error == NGX_HTTP_THROTTLE_ON_ERROR_ALLOW || tlcf->dry_run) {
         ctx->status = NGX_HTTP_THROTTLE_ERROR_ALLOWED;
         return NGX_DECLINED;
     }
@@ -235,9 +236,11 @@ ngx_http_throttle_handler(ngx_http_request_t *r) noexcept
     tlcf = (ngx_http_throttle_loc_conf_t *) ngx_http_get_module_loc_conf(
         r, ngx_http_throttle_module);
 
-    if (tlcf->limits == NULL || ngx_http_throttle_get_ctx(r) != NULL) {
-        /* not limited here, or already decided before an internal
-         * redirect: a request is counted once */
+    if (tlcf->limits == NULL || r != r->main
+        || ngx_http_throttle_get_ctx(r) != NULL)
+    {
+        /* not limited here, a subrequest, or already decided before an
+         * internal redirect: a request is counted once */
         return NGX_DECLINED;
     }
 

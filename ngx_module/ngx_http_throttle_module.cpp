@@ -151,7 +151,8 @@ ngx_http_throttle_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) noexcept
     ngx_str_t                        rate_text;
     ngx_uint_t                       i;
     ngx_shm_zone_t                  *shm_zone;
-    ngx_http_throttle_zone_t        *zone;
+    ngx_http_throttle_zone_t        *zone, **zones, **zonep;
+    ngx_http_throttle_main_conf_t   *tmcf;
     ngx_http_compile_complex_value_t ccv;
 
     throttle::Rate      rate{};
@@ -311,20 +312,37 @@ ngx_http_throttle_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) noexcept
         return (char *) NGX_CONF_ERROR;
     }
 
+    /* before ngx_shared_memory_add(), whose message for a size conflict
+     * would not say which directive is at fault */
+    tmcf = (ngx_http_throttle_main_conf_t *) ngx_http_conf_get_module_main_conf(
+        cf, ngx_http_throttle_module);
+
+    zones = (ngx_http_throttle_zone_t **) tmcf->zones.elts;
+
+    for (i = 0; i < tmcf->zones.nelts; i++) {
+        if (zones[i]->name.len == name.len
+            && ngx_strncmp(zones[i]->name.data, name.data, name.len) == 0)
+        {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "duplicate \"throttle_zone\" \"%V\": it is "
+                               "already defined with the \"%V\" key",
+                               &name, &zones[i]->key.value);
+            return (char *) NGX_CONF_ERROR;
+        }
+    }
+
     shm_zone =
         ngx_shared_memory_add(cf, &name, size, &ngx_http_throttle_module);
     if (shm_zone == NULL) {
         return (char *) NGX_CONF_ERROR;
     }
 
-    if (shm_zone->data) {
-        ngx_conf_log_error(
-            NGX_LOG_EMERG, cf, 0,
-            "duplicate \"throttle_zone\" \"%V\": it is already "
-            "defined with the \"%V\" key",
-            &name, &((ngx_http_throttle_zone_t *) shm_zone->data)->key.value);
+    zonep = (ngx_http_throttle_zone_t **) ngx_array_push(&tmcf->zones);
+    if (zonep == NULL) {
         return (char *) NGX_CONF_ERROR;
     }
+
+    *zonep = zone;
 
     zone->name = shm_zone->shm.name;
     zone->policy = *policy.value;
@@ -545,6 +563,13 @@ ngx_http_throttle_create_main_conf(ngx_conf_t *cf) noexcept
         return NULL;
     }
 
+    if (ngx_array_init(&tmcf->zones, cf->pool, 4,
+                       sizeof(ngx_http_throttle_zone_t *))
+        != NGX_OK)
+    {
+        return NULL;
+    }
+
     if (ngx_array_init(&tmcf->zone_refs, cf->pool, 4,
                        sizeof(ngx_http_throttle_zone_ref_t))
         != NGX_OK)
@@ -634,8 +659,13 @@ ngx_http_throttle_init(ngx_conf_t *cf) noexcept
     cmcf = (ngx_http_core_main_conf_t *) ngx_http_conf_get_module_main_conf(
         cf, ngx_http_core_module);
 
+    /* The preaccess phase, as limit_req's: it runs for every main request
+     * whatever "satisfy" says (in the access phase "satisfy any" would let
+     * an earlier passing check skip the limiter, and would read a 401 or 403
+     * throttle_status as a failed access check), and before access checks
+     * such as auth_request, which a flood should not reach. */
     h = (ngx_http_handler_pt *) ngx_array_push(
-        &cmcf->phases[NGX_HTTP_ACCESS_PHASE].handlers);
+        &cmcf->phases[NGX_HTTP_PREACCESS_PHASE].handlers);
     if (h == NULL) {
         return NGX_ERROR;
     }

@@ -84,7 +84,8 @@ typedef struct {
 } ngx_http_throttle_zone_ref_t;
 
 typedef struct {
-    ngx_array_t zone_refs; /* of ngx_http_throttle_zone_ref_t */
+    ngx_array_t zones;     /* of ngx_http_throttle_zone_t *, defined */
+    ngx_array_t zone_refs; /* of ngx_http_throttle_zone_ref_t, used */
 } ngx_http_throttle_main_conf_t;
 
 typedef struct {
