@@ -1,0 +1,366 @@
+# nginx -t refuses bad configurations with a message naming the directive
+# and the offending value; good edge cases are accepted.
+
+use ThrottleTest;
+run_blocks();
+
+__DATA__
+
+=== TEST 1: unknown zone in throttle
+--- http_config
+throttle_zone $http_x_key zone=z:1m rate=1r/m;
+--- config
+location / {
+    throttle zone=nope;
+}
+--- must_die
+unknown zone "nope" in "throttle" directive
+~ nginx\.conf:\d+
+
+
+
+=== TEST 2: rate=0r/s
+--- http_config
+throttle_zone $http_x_key zone=z:1m rate=0r/s;
+--- must_die
+invalid rate "rate=0r/s" in "throttle_zone": it must be greater than zero
+
+
+
+=== TEST 3: rate with an unknown unit
+--- http_config
+throttle_zone $http_x_key zone=z:1m rate=10r/x;
+--- must_die
+invalid rate "rate=10r/x" in "throttle_zone"
+unknown unit
+
+
+
+=== TEST 4: rate that is not a rate
+--- http_config
+throttle_zone $http_x_key zone=z:1m rate=fast;
+--- must_die
+invalid rate "rate=fast" in "throttle_zone"
+
+
+
+=== TEST 5: rate faster than the clock's resolution
+--- http_config
+throttle_zone $http_x_key zone=z:1m rate=2000000r/s;
+--- must_die
+invalid rate "rate=2000000r/s" in "throttle_zone"
+
+
+
+=== TEST 6: burst=-1
+--- http_config
+throttle_zone $http_x_key zone=z:1m rate=1r/m burst=-1;
+--- must_die
+invalid burst "burst=-1" in "throttle_zone"
+
+
+
+=== TEST 7: burst too large for the rate
+--- http_config
+throttle_zone $http_x_key zone=z:1m rate=1r/d burst=1000000000;
+--- must_die
+"throttle_zone" "z": burst is too large for this rate
+burst=1000000000
+
+
+
+=== TEST 8: zone too small
+--- http_config
+throttle_zone $http_x_key zone=z:4k rate=1r/m;
+--- must_die
+zone "z:4k" in "throttle_zone" is too small, it must be at least 32k
+
+
+
+=== TEST 9: zone size that is not a size
+--- http_config
+throttle_zone $http_x_key zone=z:abc rate=1r/m;
+--- must_die
+invalid zone size "z:abc" in "throttle_zone"
+
+
+
+=== TEST 10: zone without a size
+--- http_config
+throttle_zone $http_x_key zone=z rate=1r/m;
+--- must_die
+invalid zone "z" in "throttle_zone"
+
+
+
+=== TEST 11: zone name with a character that cannot go into a header
+--- http_config
+throttle_zone $http_x_key zone=a/b:1m rate=1r/m;
+--- must_die
+invalid zone "a/b:1m" in "throttle_zone"
+
+
+
+=== TEST 12: duplicate throttle_zone name
+--- http_config
+throttle_zone $http_x_key zone=z:1m rate=1r/m;
+throttle_zone $remote_addr zone=z:1m rate=1r/m;
+--- must_die
+duplicate "throttle_zone" "z"
+"$http_x_key"
+
+
+
+=== TEST 13: duplicate throttle_zone name with another size
+--- http_config
+throttle_zone $http_x_key zone=z:1m rate=1r/m;
+throttle_zone $remote_addr zone=z:2m rate=1r/m;
+--- must_die
+~ \[emerg\] .*(throttle_zone.*"z"|"z".*throttle_zone)
+
+
+
+
+=== TEST 14: zone name already used by limit_req_zone
+--- http_config
+limit_req_zone $binary_remote_addr zone=z:1m rate=1r/s;
+throttle_zone $http_x_key zone=z:1m rate=1r/m;
+--- must_die
+shared memory zone "z" is already declared for a different use
+
+
+
+=== TEST 15: cost=abc
+--- http_config
+throttle_zone $http_x_key zone=z:1m rate=1r/m;
+--- config
+location / {
+    throttle zone=z cost=abc;
+}
+--- must_die
+invalid cost "abc" in "throttle"
+
+
+
+=== TEST 16: cost=-1
+--- http_config
+throttle_zone $http_x_key zone=z:1m rate=1r/m;
+--- config
+location / {
+    throttle zone=z cost=-1;
+}
+--- must_die
+invalid cost "-1" in "throttle"
+
+
+
+=== TEST 17: algorithm=fixed_window is not available yet
+--- http_config
+throttle_zone $http_x_key zone=z:1m rate=1r/m algorithm=fixed_window;
+--- must_die
+invalid algorithm "algorithm=fixed_window" in "throttle_zone"
+not available in this version
+
+
+
+=== TEST 18: algorithm=sliding_log is not available yet
+--- http_config
+throttle_zone $http_x_key zone=z:1m rate=1r/m algorithm=sliding_log;
+--- must_die
+invalid algorithm "algorithm=sliding_log" in "throttle_zone"
+not available in this version
+
+
+
+=== TEST 19: algorithm=foo
+--- http_config
+throttle_zone $http_x_key zone=z:1m rate=1r/m algorithm=foo;
+--- must_die
+invalid algorithm "algorithm=foo" in "throttle_zone"
+unknown
+
+
+
+=== TEST 20: throttle_status 200
+--- config
+throttle_status 200;
+--- must_die
+invalid value "200" in "throttle_status" directive
+between 400 and 599
+
+
+
+=== TEST 21: throttle_status 600
+--- config
+throttle_status 600;
+--- must_die
+invalid value "600" in "throttle_status" directive
+
+
+
+=== TEST 22: throttle_status that is not a number
+--- config
+throttle_status many;
+--- must_die
+invalid value "many" in "throttle_status" directive
+
+
+
+=== TEST 23: throttle_headers maybe
+--- config
+throttle_headers maybe;
+--- must_die
+invalid value "maybe" in "throttle_headers" directive
+"off", "on", "legacy"
+
+
+
+=== TEST 24: throttle_log_level loud
+--- config
+throttle_log_level loud;
+--- must_die
+invalid value "loud" in "throttle_log_level" directive
+"info", "notice", "warn", "error"
+
+
+
+=== TEST 25: throttle_on_error sometimes
+--- config
+throttle_on_error sometimes;
+--- must_die
+invalid value "sometimes" in "throttle_on_error" directive
+"allow", "deny"
+
+
+
+=== TEST 26: throttle_dry_run maybe
+--- config
+throttle_dry_run maybe;
+--- must_die
+invalid value "maybe" in "throttle_dry_run" directive
+
+
+
+=== TEST 27: missing rate=
+--- http_config
+throttle_zone $http_x_key zone=z:1m burst=5;
+--- must_die
+"throttle_zone" "z" must have "rate=" parameter
+
+
+
+=== TEST 28: missing zone=
+--- http_config
+throttle_zone $http_x_key rate=1r/m;
+--- must_die
+"throttle_zone" must have "zone=name:size" parameter
+
+
+
+=== TEST 29: throttle without zone=
+--- http_config
+throttle_zone $http_x_key zone=z:1m rate=1r/m;
+--- config
+throttle cost=1;
+--- must_die
+"throttle" must have "zone=name" parameter
+
+
+
+=== TEST 30: redis=main is not available in this version
+--- http_config
+throttle_zone $http_x_key zone=z:1m rate=1r/m redis=main;
+--- must_die
+"redis=main" in "throttle_zone" is not available in this version
+
+
+
+=== TEST 31: sync=async is not available in this version
+--- http_config
+throttle_zone $http_x_key zone=z:1m rate=1r/m sync=async;
+--- must_die
+"sync=async" in "throttle_zone" is not available in this version
+
+
+
+=== TEST 32: the same zone twice in one location
+--- http_config
+throttle_zone $http_x_key zone=z:1m rate=1r/m;
+--- config
+location / {
+    throttle zone=z;
+    throttle zone=z cost=2;
+}
+--- must_die
+duplicate "throttle" for zone "z" in the same block
+
+
+
+=== TEST 33: unknown parameters
+--- http_config
+throttle_zone $http_x_key zone=z:1m rate=1r/m window=1m;
+--- must_die
+invalid parameter "window=1m" in "throttle_zone"
+
+
+
+=== TEST 34: unknown parameter in throttle
+--- http_config
+throttle_zone $http_x_key zone=z:1m rate=1r/m;
+--- config
+throttle zone=z nodelay;
+--- must_die
+invalid parameter "nodelay" in "throttle"
+
+
+
+=== TEST 35: throttle_zone outside http{}
+--- config
+throttle_zone $http_x_key zone=z:1m rate=1r/m;
+--- must_die
+"throttle_zone" directive is not allowed here
+
+
+
+=== TEST 36: a directive given twice in one block
+--- config
+throttle_status 429;
+throttle_status 503;
+--- must_die
+"throttle_status" directive is duplicate
+
+
+
+=== TEST 37: accepted edge values: 32k zone, status 400 and 599, case-insensitive keywords, zone used before it is defined
+--- http_config
+throttle zone=late;
+throttle_zone k zone=late:32k rate=1r/m burst=0;
+--- config
+location / {
+    throttle_status 400;
+    throttle_headers LEGACY;
+}
+location /dir/ {
+    throttle_status 599;
+}
+--- requests
+GET /a.txt => 200
+  X-RateLimit-Remaining: 0
+GET /a.txt => 400
+  X-RateLimit-Remaining: 0
+  Retry-After: 60
+GET /dir/ => 599
+  RateLimit: "late";r=0;t=60
+
+
+
+=== TEST 38: a constant key, burst=0 and cost=0 are accepted
+--- http_config
+throttle_zone "constant key" zone=z:1m rate=1r/m burst=0;
+--- config
+location / {
+    throttle zone=z cost=0;
+}
+--- requests
+GET /a.txt x3 => 200
+  RateLimit: "z";r=1;t=0

@@ -1,0 +1,1152 @@
+package ThrottleTest;
+
+# Integration test runner for ngx_http_throttle_module: real nginx, real
+# shared memory, raw HTTP over loopback. The POD below is the manual
+# (perldoc t/lib/ThrottleTest.pm).
+
+
+=head1 NAME
+
+ThrottleTest - data-driven integration tests for ngx_http_throttle_module
+
+=head1 SYNOPSIS
+
+    use lib 't/lib';
+    use ThrottleTest;
+    run_blocks();
+
+    __DATA__
+
+    === TEST 1: the 17th request is rejected
+    --- http_config
+    throttle_zone $http_x_key zone=reply:1m rate=30r/m burst=15;
+    --- config
+    location / {
+        throttle zone=reply;
+    }
+    --- requests
+    GET /a.txt x16 => 200
+      > X-Key: alice
+    GET /a.txt => 429
+      > X-Key: alice
+      Retry-After: 2
+      RateLimit: "reply";r=0;t=32
+    --- error_log
+    throttled by zone "reply", retry after
+
+Run with C<TEST_NGINX_BINARY=/usr/sbin/nginx
+TEST_THROTTLE_MODULE=build/ngx_http_throttle_module.so prove -I t/lib t/*.t>
+(C<make integration>). C<TEST_THROTTLE_TIMEOUT> (default 5) bounds every
+wait in seconds.
+
+=head1 WHAT EACH BLOCK GETS
+
+A fresh nginx in its own temporary prefix (removed afterwards), started
+with C<-p PREFIX -c PREFIX/conf/nginx.conf> and stopped (SIGQUIT, then
+TERM, then KILL) at the end of the block. The generated configuration:
+
+    load_module $TEST_THROTTLE_MODULE;
+    pid, error_log PREFIX/logs/error.log info;
+    worker_processes 2; daemon on; master_process on;
+    <main_config>
+    http {
+        access_log off;          # unless a section mentions access_log
+        types, *_temp_path under the prefix
+        <http_config>
+        server {
+            listen 127.0.0.1:<a free port picked at run time>;
+            root PREFIX/html;
+            <config>
+        }
+    }
+
+The docroot holds C</index.html> ("index page"), C</a.txt> ("a"),
+C</b.txt> ("b") and C</dir/index.html> ("dir index"). The configuration
+sections may use C<$TEST_NGINX_PORT>, C<$TEST_NGINX_PREFIX> and
+C<$TEST_NGINX_HTML_DIR>, replaced before nginx sees them.
+
+Remember that C<return> runs in the rewrite phase, before the access phase
+where the module decides: limited locations must serve files (or
+C<empty_gif>).
+
+=head1 SECTIONS
+
+Parsed by Test::Base: C<=== name> starts a block, C<--- section> a
+section; C<--- section: value> is a one-line section. Test::Base filters
+apply, e.g. C<--- requests eval> evaluates the section as Perl and uses
+the result (handy for 64 KiB header values). C<--- ONLY> and C<--- SKIP>
+work as in Test::Base.
+
+=over
+
+=item main_config, http_config, config
+
+Text placed at the top level, inside C<http{}>, inside C<server{}>.
+
+=item user_files
+
+Extra docroot files: C<<< >>> path >>> on a line of its own, then the
+content.
+
+=item requests
+
+The requests to send, in order, and what each must get back:
+
+    # comment
+    [METHOD] /uri [xN] => STATUS       one request (GET by default);
+                                       xN sends it N times, each checked
+      > Name: value                    a request header to send
+      Name: value                      response header, exact value
+      Name ~ regex                     response header matching a regex
+      no Name                          response header absent
+      body: text                       body, exact (one final \n ignored)
+      body ~ regex                     body matching a regex
+      todo: reason                     this request's checks are TODO
+    keepalive {                        the requests up to "}" go on ONE
+      ...                              connection (Connection: keep-alive);
+    }                                  otherwise each has its own
+    sleep SECONDS                      pause (keep it short)
+    parallel N [METHOD] /uri => 200 x20, 429 x30
+      > Name: value                    N connections at once, N requests
+                                       sent, then the responses read;
+                                       checks how many got each status
+
+Checked headers must appear exactly once. Each request yields one test
+for the status and one per check, named after the block, the request
+index and the repetition.
+
+=item error_log, no_error_log
+
+One pattern per line: a literal substring, or C<~ REGEX>. Checked against
+the whole error.log once nginx has stopped. Every block also checks that
+error.log has no "exited on signal", [alert] or [crit].
+
+=item must_die
+
+nginx must not start: C<nginx -t> must fail and its output must contain
+each pattern (same syntax as error_log).
+
+=item distinct
+
+C<Name E<gt>= N> per line: across all responses of the block, header Name
+took at least N distinct values (e.g. C<X-Pid E<gt>= 2> with
+C<add_header X-Pid $pid always;>: both workers served).
+
+=item reload_main_config, reload_http_config, reload_config
+
+After C<requests>, replace these parts of the configuration (the others
+stay), run C<nginx -s reload> and wait until the new workers serve (all
+old workers gone) or the master logs an [emerg].
+
+=item reload_fails
+
+The reload must be refused (by the master, or already by C<nginx -s
+reload> when the file does not parse); each pattern must be in what was
+logged after the reload (plus C<nginx -s reload>'s own output), and the
+old workers must still be the ones serving. Without this section the
+reload must succeed.
+
+=item requests_after_reload
+
+Requests (same syntax) sent after the reload, whether it succeeded or
+was refused.
+
+=item todo
+
+C<--- todo: reason>: every test of the block is TODO (a known module
+bug; the suite stays green and reports it); in a must_die block, only the
+message checks. A C<todo: reason> line under a request makes only that
+request's checks TODO.
+
+=back
+
+=cut
+
+use strict;
+use warnings;
+
+use Exporter 'import';
+use File::Path qw(make_path);
+use File::Spec;
+use File::Temp;
+use FindBin;
+use IO::Select;
+use IO::Socket::INET;
+use POSIX qw(WNOHANG);
+use Test::Base ();    # only its data-block parser; assertions: Test::More
+use Test::More;
+use Time::HiRes qw(sleep time);
+
+our @EXPORT = qw(run_blocks);
+
+my $NGINX  = $ENV{TEST_NGINX_BINARY} || '/usr/sbin/nginx';
+my $MODULE = $ENV{TEST_THROTTLE_MODULE}
+    || File::Spec->rel2abs("$FindBin::Bin/../build/ngx_http_throttle_module.so");
+my $TIMEOUT = $ENV{TEST_THROTTLE_TIMEOUT} || 5;    # seconds, every wait
+
+my %running;    # master pid => prefix, for the END block
+
+# The files every block's docroot starts with.
+my %DOCROOT = (
+    'index.html'     => "index page\n",
+    'a.txt'          => "a\n",
+    'b.txt'          => "b\n",
+    'dir/index.html' => "dir index\n",
+);
+
+# ---------------------------------------------------------------------------
+# Entry point
+
+sub run_blocks {
+    BAIL_OUT("nginx binary $NGINX is not executable") unless -x $NGINX;
+    BAIL_OUT("module $MODULE not found: run make build") unless -f $MODULE;
+
+    my @blocks = parse_blocks();
+    BAIL_OUT("no test blocks found in $0") unless @blocks;
+
+    for my $block (@blocks) {
+        run_block($block);
+    }
+
+    done_testing();
+}
+
+sub parse_blocks {
+    my $spec = do {
+        no warnings 'once';
+        local $/;
+        my $fh = \*main::DATA;
+        <$fh>;
+    };
+    return () unless defined $spec;
+
+    my $tb = Test::Base->new;
+    $tb->_spec_string($spec);
+
+    my @blocks;
+    for my $b (@{ $tb->block_list }) {
+        $b->run_filters unless $b->is_filtered;
+        my %sec;
+        for my $name (@{ $b->_section_order }) {
+            my $v = $b->{$name}[0];
+            $sec{$name} = defined $v ? $v : '';
+        }
+        push @blocks, { name => $b->name, sec => \%sec };
+    }
+    return @blocks;
+}
+
+my %KNOWN = map { $_ => 1 } qw(
+    main_config http_config config user_files requests
+    must_die error_log no_error_log todo distinct
+    reload_main_config reload_http_config reload_config
+    reload_fails requests_after_reload
+    ONLY SKIP LAST
+);
+
+sub run_block {
+    my ($block) = @_;
+    my $name = $block->{name};
+    my $sec  = $block->{sec};
+
+    my @unknown = grep { !$KNOWN{$_} } sort keys %$sec;
+    if (@unknown) {
+        fail("$name: known sections");
+        diag("unknown section(s): @unknown");
+        return;
+    }
+
+    my $env = setup_prefix($sec);
+
+    if (defined $sec->{must_die}) {
+        check_must_die($name, $env, $sec);
+    } else {
+        my $builder = Test::More->builder;
+        $builder->todo_start($sec->{todo}) if defined $sec->{todo};
+        run_server_block($name, $env, $sec);
+        $builder->todo_end if defined $sec->{todo};
+    }
+
+    # File::Temp removes the directory when $env->{dir} goes out of scope
+}
+
+# ---------------------------------------------------------------------------
+# Prefix, configuration
+
+sub free_port {
+    my $s = IO::Socket::INET->new(
+        LocalAddr => '127.0.0.1',
+        LocalPort => 0,
+        Proto     => 'tcp',
+        Listen    => 1,
+        ReuseAddr => 1,
+    ) or die "cannot bind 127.0.0.1:0: $!";
+    my $port = $s->sockport;
+    close $s;
+    return $port;
+}
+
+sub setup_prefix {
+    my ($sec) = @_;
+
+    my $dir = File::Temp->newdir('throttle-test-XXXXXX', TMPDIR => 1);
+    my $prefix = "$dir";
+    chmod 0755, $prefix;
+
+    for my $d (qw(conf logs html tmp)) {
+        make_path("$prefix/$d");
+        chmod 0755, "$prefix/$d";
+    }
+
+    my %files = %DOCROOT;
+    if (defined $sec->{user_files}) {
+        my @parts = split /^>>>[ \t]*(\S+)[ \t]*\n/m, $sec->{user_files};
+        shift @parts;
+        while (@parts) {
+            my ($path, $content) = splice @parts, 0, 2;
+            $files{$path} = $content;
+        }
+    }
+
+    for my $path (sort keys %files) {
+        my $full = "$prefix/html/$path";
+        (my $parent = $full) =~ s{/[^/]+$}{};
+        make_path($parent, { mode => 0755 });
+        open my $fh, '>', $full or die "$full: $!";
+        print $fh $files{$path};
+        close $fh;
+        chmod 0644, $full;
+    }
+
+    return {
+        dir    => $dir,    # keeps the directory alive
+        prefix => $prefix,
+        port   => free_port(),
+        conf   => "$prefix/conf/nginx.conf",
+        log    => "$prefix/logs/error.log",
+    };
+}
+
+sub expand {
+    my ($env, $text) = @_;
+    return '' unless defined $text;
+    $text =~ s/\$TEST_NGINX_PORT\b/$env->{port}/g;
+    $text =~ s/\$TEST_NGINX_PREFIX\b/$env->{prefix}/g;
+    $text =~ s/\$TEST_NGINX_HTML_DIR\b/$env->{prefix}\/html/g;
+    return $text;
+}
+
+sub write_config {
+    my ($env, $main, $http, $server) = @_;
+    my $p = $env->{prefix};
+
+    my $access_log = (($http // '') . ($server // '')) =~ /\baccess_log\b/
+        ? '' : "    access_log off;\n";
+
+    my $conf = <<"CONF";
+load_module $MODULE;
+
+pid $p/logs/nginx.pid;
+error_log $p/logs/error.log info;
+worker_processes 2;
+daemon on;
+master_process on;
+
+events {
+    worker_connections 256;
+}
+
+${\ expand($env, $main)}
+
+http {
+$access_log    default_type text/plain;
+    types {
+        text/html  html;
+        text/plain txt;
+    }
+
+    client_body_temp_path $p/tmp/client_body;
+    proxy_temp_path       $p/tmp/proxy;
+    fastcgi_temp_path     $p/tmp/fastcgi;
+    uwsgi_temp_path       $p/tmp/uwsgi;
+    scgi_temp_path        $p/tmp/scgi;
+
+${\ expand($env, $http)}
+
+    server {
+        listen 127.0.0.1:$env->{port};
+        server_name localhost;
+        root $p/html;
+
+${\ expand($env, $server)}
+    }
+}
+CONF
+
+    open my $fh, '>', $env->{conf} or die "$env->{conf}: $!";
+    print $fh $conf;
+    close $fh;
+    chmod 0644, $env->{conf};
+}
+
+# ---------------------------------------------------------------------------
+# Processes
+
+# Runs a command with a time bound; returns (exit code, stdout+stderr).
+sub run_cmd {
+    my (@cmd) = @_;
+    my $out = File::Temp->new(TMPDIR => 1);
+    my $pid = fork;
+    die "fork: $!" unless defined $pid;
+    if ($pid == 0) {
+        open STDIN, '<', '/dev/null';
+        open STDOUT, '>', $out->filename;
+        open STDERR, '>&', \*STDOUT;
+        exec @cmd or POSIX::_exit(127);
+    }
+    my $deadline = time + $TIMEOUT * 2;
+    my $status;
+    while (1) {
+        my $r = waitpid $pid, WNOHANG;
+        if ($r == $pid) { $status = $? >> 8; last }
+        if (time > $deadline) {
+            kill 'KILL', $pid;
+            waitpid $pid, 0;
+            $status = -1;
+            last;
+        }
+        sleep 0.01;
+    }
+    open my $fh, '<', $out->filename or die $!;
+    local $/;
+    my $text = <$fh> // '';
+    close $fh;
+    $text .= "\n(command timed out)\n" if $status == -1;
+    return ($status, $text);
+}
+
+sub nginx_cmd {
+    my ($env, @args) = @_;
+    return run_cmd($NGINX, '-p', "$env->{prefix}/", '-c', $env->{conf}, @args);
+}
+
+# A process counts as gone when it no longer exists or is a zombie (nobody
+# may reap a daemonised master in a container).
+sub alive {
+    my ($pid) = @_;
+    open my $fh, '<', "/proc/$pid/stat" or return 0;
+    my $stat = <$fh> // '';
+    close $fh;
+    my ($state) = $stat =~ /\)\s+(\S)/;
+    return defined $state && $state ne 'Z' && $state ne 'X';
+}
+
+sub children_of {
+    my ($ppid) = @_;
+    my @kids;
+    opendir my $dh, '/proc' or return ();
+    for my $pid (grep { /^\d+$/ } readdir $dh) {
+        open my $fh, '<', "/proc/$pid/stat" or next;
+        my $stat = <$fh> // '';
+        close $fh;
+        my ($state, $parent) = $stat =~ /\)\s+(\S)\s+(\d+)/ or next;
+        push @kids, $pid + 0 if $parent == $ppid && $state ne 'Z';
+    }
+    closedir $dh;
+    return sort { $a <=> $b } @kids;
+}
+
+sub read_file {
+    my ($path) = @_;
+    open my $fh, '<', $path or return '';
+    local $/;
+    my $t = <$fh> // '';
+    close $fh;
+    return $t;
+}
+
+sub can_connect {
+    my ($port) = @_;
+    my $s = IO::Socket::INET->new(
+        PeerAddr => '127.0.0.1',
+        PeerPort => $port,
+        Proto    => 'tcp',
+        Timeout  => 1,
+    );
+    return 0 unless $s;
+    close $s;
+    return 1;
+}
+
+# Starts nginx; returns its master pid, or undef and a reason.
+sub start_nginx {
+    my ($env) = @_;
+    my ($rc, $out) = nginx_cmd($env);
+    return (undef, "nginx exited with $rc:\n$out") if $rc != 0;
+
+    my $pidfile = "$env->{prefix}/logs/nginx.pid";
+    my $deadline = time + $TIMEOUT;
+    my $master;
+    while (time < $deadline) {
+        my $t = read_file($pidfile);
+        if ($t =~ /^(\d+)/) { $master = $1; last }
+        sleep 0.02;
+    }
+    return (undef, "no pid file after ${TIMEOUT}s:\n$out"
+                   . read_file($env->{log})) unless $master;
+
+    $running{$master} = $env->{prefix};
+
+    while (time < $deadline) {
+        my @workers = children_of($master);
+        if (@workers >= 2 && can_connect($env->{port})) {
+            return ($master, '');
+        }
+        sleep 0.02;
+    }
+    return ($master, "nginx not serving on port $env->{port} after "
+                     . "${TIMEOUT}s:\n" . read_file($env->{log}));
+}
+
+sub wait_gone {
+    my ($timeout, @pids) = @_;
+    my $deadline = time + $timeout;
+    while (time < $deadline) {
+        return 1 unless grep { alive($_) } @pids;
+        sleep 0.02;
+    }
+    return !grep { alive($_) } @pids;
+}
+
+# Graceful stop (SIGQUIT, as "nginx -s quit" sends it; a signal rather than
+# "-s quit" because the configuration on disk may be one a reload refused),
+# then TERM, then KILL for the master and its workers.
+sub stop_nginx {
+    my ($master) = @_;
+    return 1 unless $master;
+    my @all = ($master, children_of($master));
+    kill 'QUIT', $master;
+    my $clean = wait_gone($TIMEOUT, @all);
+    unless ($clean) {
+        @all = ($master, children_of($master));
+        kill 'TERM', @all;
+        unless (wait_gone(2, @all)) {
+            kill 'KILL', @all;
+            wait_gone(2, @all);
+        }
+    }
+    delete $running{$master};
+    return $clean;
+}
+
+# Interrupted: exit so that END stops nginx. A write to a socket the server
+# closed must fail with EPIPE, not kill the test (nor would a closed stdout).
+$SIG{$_} = sub { exit 1 } for qw(INT TERM HUP);
+$SIG{PIPE} = 'IGNORE';
+
+END {
+    for my $master (keys %running) {
+        my @all = ($master, children_of($master));
+        kill 'KILL', @all;
+    }
+}
+
+# ---------------------------------------------------------------------------
+# Block kinds
+
+sub check_must_die {
+    my ($name, $env, $sec) = @_;
+    write_config($env, $sec->{main_config}, $sec->{http_config},
+                 $sec->{config});
+    my ($rc, $out) = nginx_cmd($env, '-t');
+
+    ok($rc != 0, "$name: nginx -t fails")
+        or diag("nginx -t output:\n$out");
+
+    # a todo covers the message checks only: the failure itself is checked
+    my $builder = Test::More->builder;
+    $builder->todo_start($sec->{todo}) if defined $sec->{todo};
+    for my $pat (pattern_lines($sec->{must_die})) {
+        ok(pattern_match($pat, $out),
+           "$name: nginx -t output has " . pattern_desc($pat))
+            or diag("nginx -t output:\n$out");
+    }
+    $builder->todo_end if defined $sec->{todo};
+}
+
+sub run_server_block {
+    my ($name, $env, $sec) = @_;
+
+    write_config($env, $sec->{main_config}, $sec->{http_config},
+                 $sec->{config});
+
+    my ($master, $err) = start_nginx($env);
+    unless (ok($master && !$err, "$name: nginx starts")) {
+        diag($err);
+        stop_nginx($master) if $master;
+        return;
+    }
+
+    run_requests($name, $env, $sec->{requests}) if defined $sec->{requests};
+
+    my $reloads = grep { defined $sec->{$_} }
+        qw(reload_main_config reload_http_config reload_config);
+
+    if ($reloads) {
+        my $main = $sec->{reload_main_config} // $sec->{main_config};
+        my $http = $sec->{reload_http_config} // $sec->{http_config};
+        my $srv  = $sec->{reload_config}      // $sec->{config};
+        write_config($env, $main, $http, $srv);
+
+        my ($ok, $text, $old) = reload_nginx($env, $master);
+
+        if (defined $sec->{reload_fails}) {
+            ok(!$ok, "$name: reload is refused")
+                or diag("log since the reload:\n$text");
+            for my $pat (pattern_lines($sec->{reload_fails})) {
+                ok(pattern_match($pat, $text),
+                   "$name: reload refusal says " . pattern_desc($pat))
+                    or diag("log since the reload:\n$text");
+            }
+            is("@{[ children_of($master) ]}", "@$old",
+               "$name: the old workers still serve");
+        } else {
+            ok($ok, "$name: reload succeeds")
+                or diag("log since the reload:\n$text");
+        }
+
+        run_requests("$name (after reload)", $env,
+                     $sec->{requests_after_reload})
+            if defined $sec->{requests_after_reload};
+    }
+
+    if (defined $sec->{distinct}) {
+        for my $line (grep { /\S/ } split /\n/, $sec->{distinct}) {
+            my ($h, $min) = $line =~ /^\s*(\S+)\s*>=\s*(\d+)\s*$/
+                or BAIL_OUT("$name: bad distinct line: $line");
+            my @values = sort keys %{ $env->{seen}{ lc $h } || {} };
+            cmp_ok(scalar @values, '>=', $min,
+                   "$name: $h took at least $min distinct values")
+                or diag("values seen: @values");
+        }
+    }
+
+    ok(stop_nginx($master), "$name: nginx stops gracefully");
+
+    my $log = read_file($env->{log});
+
+    unlike($log, qr/exited on signal|\[alert\]|\[crit\]/,
+           "$name: no crash, alert or crit in error.log");
+
+    for my $pat (pattern_lines($sec->{error_log})) {
+        ok(pattern_match($pat, $log),
+           "$name: error.log has " . pattern_desc($pat))
+            or diag(tail_log($log));
+    }
+    for my $pat (pattern_lines($sec->{no_error_log})) {
+        ok(!pattern_match($pat, $log),
+           "$name: error.log has no " . pattern_desc($pat))
+            or diag(tail_log($log));
+    }
+}
+
+sub tail_log {
+    my ($log) = @_;
+    my @lines = split /\n/, $log;
+    @lines = @lines[-30 .. -1] if @lines > 30;
+    return "error.log (last lines):\n" . join("\n", @lines);
+}
+
+# "nginx -s reload"; then waits until either the old workers are gone and
+# new ones serve (success) or the master logged why it refused (failure).
+# Returns (success, text logged since the reload + signaller output).
+sub reload_nginx {
+    my ($env, $master) = @_;
+    my @old = children_of($master);
+    my $offset = -s $env->{log} || 0;
+
+    my ($rc, $out) = nginx_cmd($env, '-s', 'reload');
+    return (0, "nginx -s reload exited with $rc:\n$out", \@old) if $rc != 0;
+
+    my $deadline = time + $TIMEOUT * 2;
+    my $text = '';
+    while (time < $deadline) {
+        $text = substr(read_file($env->{log}), $offset);
+        if ($text =~ /\[emerg\]/) {
+            sleep 0.1;    # let the master finish logging
+            $text = substr(read_file($env->{log}), $offset);
+            return (0, $text . $out, \@old);
+        }
+        my @now = children_of($master);
+        my %old = map { $_ => 1 } @old;
+        if (!grep({ alive($_) } @old) && @now >= 2 && !grep({ $old{$_} } @now)
+            && can_connect($env->{port}))
+        {
+            return (1, $text . $out, \@old);
+        }
+        sleep 0.02;
+    }
+    return (0, "reload did not complete in time\n$text$out", \@old);
+}
+
+# ---------------------------------------------------------------------------
+# Patterns: a line is a literal substring, or "~ REGEX"
+
+sub pattern_lines {
+    my ($text) = @_;
+    return () unless defined $text;
+    my @p;
+    for my $line (split /\n/, $text) {
+        next if $line =~ /^\s*(#|$)/;
+        $line =~ s/^\s+|\s+$//g;
+        if ($line =~ /^~\s*(.+)$/) {
+            push @p, { re => qr/$1/ };
+        } else {
+            push @p, { str => $line };
+        }
+    }
+    return @p;
+}
+
+sub pattern_match {
+    my ($p, $text) = @_;
+    return $text =~ $p->{re} if $p->{re};
+    return index($text, $p->{str}) >= 0;
+}
+
+sub pattern_desc {
+    my ($p) = @_;
+    return $p->{re} ? "/$p->{re}/" : "\"$p->{str}\"";
+}
+
+# ---------------------------------------------------------------------------
+# Requests
+
+# Parses the --- requests DSL into a list of steps:
+#   { type => 'request', ... } | { type => 'keepalive', requests => [...] }
+#   | { type => 'sleep', seconds => N }
+sub parse_requests {
+    my ($name, $text) = @_;
+    my @steps;
+    my $group;    # open keepalive group
+    my $cur;      # request that indented lines attach to
+    my $n = 0;
+
+    for my $line (split /\n/, $text) {
+        next if $line =~ /^\s*(#.*)?$/;
+
+        if ($line =~ /^\s/) {
+            die "$name: indented line with no request: $line\n" unless $cur;
+            $line =~ s/^\s+|\s+$//g;
+            if ($line =~ /^>\s*([^:\s]+):\s?(.*)$/) {
+                push @{ $cur->{send} }, [$1, $2];
+            } elsif ($line =~ /^todo\s*:\s*(.+)$/) {
+                $cur->{todo} = $1;
+            } elsif ($line =~ /^no\s+(\S+)$/) {
+                push @{ $cur->{checks} }, { header => $1, absent => 1 };
+            } elsif ($line =~ /^body\s*:\s?(.*)$/) {
+                push @{ $cur->{checks} }, { body => 1, eq => $1 };
+            } elsif ($line =~ /^body\s+~\s*(.+)$/) {
+                push @{ $cur->{checks} }, { body => 1, re => qr/$1/ };
+            } elsif ($line =~ /^([^:\s~]+)\s+~\s*(.+)$/) {
+                push @{ $cur->{checks} }, { header => $1, re => qr/$2/ };
+            } elsif ($line =~ /^([^:\s~]+):\s?(.*)$/) {
+                push @{ $cur->{checks} }, { header => $1, eq => $2 };
+            } else {
+                die "$name: cannot parse request line: $line\n";
+            }
+            next;
+        }
+
+        $line =~ s/\s+$//;
+        $cur = undef;
+
+        if ($line =~ /^keepalive\s*\{$/) {
+            die "$name: nested keepalive\n" if $group;
+            $group = { type => 'keepalive', requests => [] };
+            push @steps, $group;
+        } elsif ($line eq '}') {
+            die "$name: } without keepalive {\n" unless $group;
+            $group = undef;
+        } elsif ($line =~ /^sleep\s+([\d.]+)$/) {
+            die "$name: sleep inside keepalive\n" if $group;
+            push @steps, { type => 'sleep', seconds => $1 };
+        } elsif ($line =~ m{^parallel\s+(\d+)\s+(?:([A-Z]+)\s+)?(/\S*)\s*=>\s*(.+)$})
+        {
+            die "$name: parallel inside keepalive\n" if $group;
+            my ($count, $method, $uri, $spec) = ($1, $2 // 'GET', $3, $4);
+            my %want;
+            for my $part (split /\s*,\s*/, $spec) {
+                $part =~ /^(\d{3})\s+x(\d+)$/
+                    or die "$name: cannot parse parallel counts: $spec\n";
+                $want{$1} = $2;
+            }
+            $cur = {
+                type   => 'parallel',
+                n      => ++$n,
+                count  => $count,
+                method => $method,
+                uri    => $uri,
+                want   => \%want,
+                send   => [],
+                checks => [],
+            };
+            push @steps, $cur;
+        } elsif ($line =~ m{^(?:([A-Z]+)\s+)?(/\S*)(?:\s+x(\d+))?\s*=>\s*(\d{3})$})
+        {
+            $cur = {
+                type   => 'request',
+                n      => ++$n,
+                method => $1 // 'GET',
+                uri    => $2,
+                repeat => $3 // 1,
+                status => $4,
+                send   => [],
+                checks => [],
+            };
+            if ($group) {
+                push @{ $group->{requests} }, $cur;
+            } else {
+                push @steps, $cur;
+            }
+        } else {
+            die "$name: cannot parse request line: $line\n";
+        }
+    }
+    die "$name: keepalive { not closed\n" if $group;
+    for my $step (grep { $_->{type} eq 'parallel' } @steps) {
+        die "$name: parallel request $step->{n}: only \"> Name: value\" "
+            . "lines may follow\n" if @{ $step->{checks} };
+    }
+    return @steps;
+}
+
+sub short {
+    my ($s) = @_;
+    return length($s) > 60 ? substr($s, 0, 40) . '...(' . length($s) . ' bytes)'
+                           : $s;
+}
+
+sub run_requests {
+    my ($name, $env, $text) = @_;
+    my @steps = eval { parse_requests($name, $text) };
+    if ($@) {
+        fail("$name: requests section parses");
+        diag($@);
+        return;
+    }
+
+    for my $step (@steps) {
+        if ($step->{type} eq 'sleep') {
+            sleep $step->{seconds};
+        } elsif ($step->{type} eq 'parallel') {
+            run_parallel($name, $env, $step);
+        } elsif ($step->{type} eq 'request') {
+            for my $i (1 .. $step->{repeat}) {
+                my $sock = connect_to($env);
+                my $label = label($name, $step, $i);
+                unless ($sock) {
+                    fail("$label: connect");
+                    next;
+                }
+                my $res = http_exchange($sock, $step, 0);
+                close $sock;
+                check_response($label, $step, $res);
+                record($env, $res);
+            }
+        } else {    # keepalive: every request on one connection
+            my $sock = connect_to($env);
+            my $first = $step->{requests}[0];
+            unless ($sock) {
+                fail(label($name, $first, 1) . ': connect');
+                next;
+            }
+            my $broken;
+            for my $req (@{ $step->{requests} }) {
+                for my $i (1 .. $req->{repeat}) {
+                    my $label = label($name, $req, $i) . ' (keepalive)';
+                    if ($broken) {
+                        fail("$label: connection still open");
+                        diag($broken);
+                        next;
+                    }
+                    my $res = http_exchange($sock, $req, 1);
+                    check_response($label, $req, $res);
+                    record($env, $res);
+                    $broken = $res->{error} if $res->{error};
+                    $broken = 'server closed the connection'
+                        if !$broken && $res->{closed};
+                }
+            }
+            close $sock;
+        }
+    }
+}
+
+# N connections opened, N requests written, then N responses read: the
+# workers decide them concurrently. Checks how many got each status.
+sub run_parallel {
+    my ($name, $env, $step) = @_;
+    my $label = "$name: request $step->{n} ($step->{count} x $step->{method} "
+              . short($step->{uri}) . ' in parallel)';
+    my $msg = "$step->{method} $step->{uri} HTTP/1.1\r\nHost: localhost\r\n"
+            . "Connection: close\r\n";
+    $msg .= "$_->[0]: $_->[1]\r\n" for @{ $step->{send} };
+    $msg .= "\r\n";
+
+    my @socks;
+    for (1 .. $step->{count}) {
+        my $s = connect_to($env);
+        push @socks, $s if $s;
+    }
+    for my $s (@socks) {
+        syswrite $s, $msg;
+    }
+
+    my (%got, @errors);
+    for my $s (@socks) {
+        my $res = http_read($s, $step);
+        close $s;
+        if (defined $res->{status}) {
+            $got{ $res->{status} }++;
+            record($env, $res);
+        } else {
+            push @errors, $res->{error} // 'no response';
+        }
+    }
+
+    is(scalar(@socks) - @errors, $step->{count},
+       "$label: $step->{count} responses")
+        or diag(join "\n", @errors);
+    my $fmt = sub {
+        my ($h) = @_;
+        join ', ', map { "$_ x$h->{$_}" } sort keys %$h;
+    };
+    is($fmt->(\%got), $fmt->($step->{want}),
+       "$label: statuses " . $fmt->($step->{want}));
+}
+
+# Every value each response header took, for --- distinct.
+sub record {
+    my ($env, $res) = @_;
+    for my $k (keys %{ $res->{headers} }) {
+        $env->{seen}{$k}{$_}++ for @{ $res->{headers}{$k} };
+    }
+}
+
+sub label {
+    my ($name, $req, $i) = @_;
+    my $l = "$name: request $req->{n} ($req->{method} " . short($req->{uri});
+    $l .= " [$i/$req->{repeat}]" if $req->{repeat} > 1;
+    return "$l)";
+}
+
+sub connect_to {
+    my ($env) = @_;
+    return IO::Socket::INET->new(
+        PeerAddr => '127.0.0.1',
+        PeerPort => $env->{port},
+        Proto    => 'tcp',
+        Timeout  => $TIMEOUT,
+    );
+}
+
+# Sends one request and reads its response, every read bounded by
+# $TIMEOUT. Returns { status, headers => { lc name => [values] }, body,
+# closed, error }.
+sub http_exchange {
+    my ($sock, $req, $keepalive) = @_;
+
+    my $msg = "$req->{method} $req->{uri} HTTP/1.1\r\nHost: localhost\r\n"
+            . 'Connection: ' . ($keepalive ? 'keep-alive' : 'close') . "\r\n";
+    $msg .= "$_->[0]: $_->[1]\r\n" for @{ $req->{send} };
+    $msg .= "\r\n";
+
+    my $sel = IO::Select->new($sock);
+    my $deadline = time + $TIMEOUT;
+    my $off = 0;
+    while ($off < length $msg) {
+        my $left = $deadline - time;
+        unless ($left > 0 && $sel->can_write($left)) {
+            return { headers => {}, body => '',
+                     error => 'timeout writing the request' };
+        }
+        my $w = syswrite $sock, $msg, length($msg) - $off, $off;
+        unless (defined $w) {
+            return { headers => {}, body => '', error => "write: $!" };
+        }
+        $off += $w;
+    }
+
+    return http_read($sock, $req);
+}
+
+# Reads one response, $TIMEOUT for the whole of it.
+sub http_read {
+    my ($sock, $req) = @_;
+    my $res = { headers => {}, body => '' };
+    my $sel = IO::Select->new($sock);
+    my $deadline = time + $TIMEOUT;
+    my $left = sub { my $l = $deadline - time; $l > 0 ? $l : 0 };
+
+    my $buf = '';
+    my $eof = 0;
+    my $read = sub {    # more bytes into $buf; false at EOF or error
+        return 0 if $eof;
+        unless ($sel->can_read($left->())) {
+            $res->{error} = "timeout (${TIMEOUT}s) reading the response";
+            return 0;
+        }
+        my $r = sysread $sock, $buf, 65536, length $buf;
+        if (!defined $r) { $res->{error} = "read: $!"; return 0 }
+        if ($r == 0) { $eof = 1; return 0 }
+        return 1;
+    };
+
+    while ($buf !~ /\r\n\r\n/) {
+        unless ($read->()) {
+            $res->{error} //= 'connection closed before the response header'
+                              . ($buf eq '' ? '' : ": $buf");
+            return $res;
+        }
+    }
+
+    my ($head, $rest) = split /\r\n\r\n/, $buf, 2;
+    my ($status_line, @lines) = split /\r\n/, $head;
+    unless ($status_line =~ m{^HTTP/1\.[01] (\d{3})}) {
+        $res->{error} = "bad status line: $status_line";
+        return $res;
+    }
+    $res->{status} = $1;
+    for my $l (@lines) {
+        my ($k, $v) = $l =~ /^([^:]+):\s*(.*?)\s*$/ or next;
+        push @{ $res->{headers}{ lc $k } }, $v;
+    }
+    $buf = $rest;
+
+    my $h = $res->{headers};
+    my $no_body = $req->{method} eq 'HEAD' || $res->{status} =~ /^(1..|204|304)$/;
+
+    if ($no_body) {
+        # nothing
+    } elsif (($h->{'transfer-encoding'}[0] // '') =~ /chunked/i) {
+        my $body = '';
+        while (1) {
+            while ($buf !~ /\r\n/) {
+                unless ($read->()) {
+                    $res->{error} //= 'connection closed in a chunked body';
+                    return $res;
+                }
+            }
+            $buf =~ s/^([0-9a-fA-F]+)[^\r]*\r\n// or do {
+                $res->{error} = 'bad chunk';
+                return $res;
+            };
+            my $len = hex $1;
+            while (length($buf) < $len + 2) {
+                unless ($read->()) {
+                    $res->{error} //= 'connection closed in a chunk';
+                    return $res;
+                }
+            }
+            $body .= substr($buf, 0, $len);
+            substr($buf, 0, $len + 2) = '';
+            if ($len == 0) {
+                last;
+            }
+        }
+        $res->{body} = $body;
+    } elsif (defined $h->{'content-length'}) {
+        my $len = $h->{'content-length'}[0];
+        while (length($buf) < $len) {
+            unless ($read->()) {
+                $res->{error} //= 'connection closed in the body';
+                return $res;
+            }
+        }
+        $res->{body} = substr($buf, 0, $len);
+    } else {
+        1 while $read->();
+        $res->{body} = $buf;
+        $res->{closed} = 1;
+    }
+
+    my $conn = lc($h->{connection}[0] // '');
+    $res->{closed} = 1 if $conn eq 'close';
+    return $res;
+}
+
+sub check_response {
+    my ($label, $req, $res) = @_;
+    my $builder = Test::More->builder;
+    $builder->todo_start($req->{todo}) if defined $req->{todo};
+    check_response_inner($label, $req, $res);
+    $builder->todo_end if defined $req->{todo};
+}
+
+sub check_response_inner {
+    my ($label, $req, $res) = @_;
+
+    if ($res->{error} && !defined $res->{status}) {
+        fail("$label: response");
+        diag($res->{error});
+        return;
+    }
+
+    is($res->{status}, $req->{status}, "$label: status $req->{status}")
+        or diag(dump_response($res));
+
+    if ($res->{error}) {
+        fail("$label: complete response");
+        diag($res->{error});
+    }
+
+    for my $c (@{ $req->{checks} }) {
+        if ($c->{body}) {
+            (my $body = $res->{body}) =~ s/\n\z//;
+            if (defined $c->{re}) {
+                like($body, $c->{re}, "$label: body =~ /$c->{re}/");
+            } else {
+                is($body, $c->{eq}, "$label: body");
+            }
+            next;
+        }
+
+        my $vals = $res->{headers}{ lc $c->{header} };
+        my $name = $c->{header};
+
+        if ($c->{absent}) {
+            ok(!$vals, "$label: no $name header")
+                or diag("$name: " . join(' | ', @$vals));
+            next;
+        }
+
+        unless ($vals) {
+            fail("$label: $name header present");
+            diag(dump_response($res));
+            next;
+        }
+        if (@$vals > 1) {
+            fail("$label: $name header once");
+            diag("$name sent " . @$vals . ' times: ' . join(' | ', @$vals));
+            next;
+        }
+        if (defined $c->{re}) {
+            like($vals->[0], $c->{re}, "$label: $name =~ /$c->{re}/");
+        } else {
+            is($vals->[0], $c->{eq}, "$label: $name: " . short($c->{eq}));
+        }
+    }
+}
+
+sub dump_response {
+    my ($res) = @_;
+    my $t = 'status: ' . ($res->{status} // '(none)') . "\n";
+    for my $k (sort keys %{ $res->{headers} }) {
+        $t .= "$k: $_\n" for @{ $res->{headers}{$k} };
+    }
+    return $t;
+}
+
+1;
+
