@@ -17,10 +17,10 @@ JOBS        ?= $(shell nproc)
 # What each target needs from Debian.
 BUILD_DEPS  := build-essential cmake nginx nginx-dev libssl-dev libpcre2-dev \
                zlib1g-dev
-TEST_DEPS   := $(BUILD_DEPS) googletest libgtest-dev libtest-base-perl \
+TEST_DEPS   := $(BUILD_DEPS) googletest libgtest-dev perl libtest-base-perl \
                curl
 DEMO_DEPS   := $(BUILD_DEPS) curl
-BENCH_DEPS  := $(BUILD_DEPS) wrk curl
+BENCH_DEPS  := $(BUILD_DEPS) wrk curl python3
 
 CORE_SRCS   := $(wildcard src/throttle/*.cpp src/throttle/*.hpp) CMakeLists.txt
 GLUE_SRCS   := $(wildcard ngx_module/*.cpp ngx_module/*.h) config
