@@ -16,13 +16,14 @@ JOBS        ?= $(shell nproc)
 
 # What each target needs from Debian.
 BUILD_DEPS  := build-essential cmake nginx nginx-dev libssl-dev libpcre2-dev \
-               zlib1g-dev
+               zlib1g-dev libhiredis-dev
 TEST_DEPS   := $(BUILD_DEPS) googletest libgtest-dev perl libtest-base-perl \
-               curl
+               curl redis-server redis-tools openssl
 DEMO_DEPS   := $(BUILD_DEPS) curl
 BENCH_DEPS  := $(BUILD_DEPS) wrk curl python3
 
-CORE_SRCS   := $(wildcard src/throttle/*.cpp src/throttle/*.hpp) CMakeLists.txt
+CORE_SRCS   := $(wildcard src/throttle/*.cpp src/throttle/*.hpp src/scripts/*.lua \
+               cmake/*.cmake) CMakeLists.txt
 GLUE_SRCS   := $(wildcard ngx_module/*.cpp ngx_module/*.h) config
 
 .PHONY: all build core deps test unit integration demo demo-stop bench \

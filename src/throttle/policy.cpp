@@ -39,11 +39,12 @@ make_policy(Algorithm algorithm, Rate rate, int64_t burst) noexcept
     p.burst = burst;
     p.gcra.emission_interval_us = rate.period_us / rate.count;
     p.gcra.limit = burst + 1;
-    // Keep the tolerance far below INT64_MAX so that "now + tolerance" and
-    // "tat + cost * T" never overflow for any clock value.
+    // Bound the tolerance (to about 71 years) so that "now + 2 * tolerance"
+    // stays below 2^53 microseconds: exact in int64_t here and in the
+    // doubles of Redis's Lua, which must give the same answers.
     if (__builtin_mul_overflow(p.gcra.emission_interval_us, p.gcra.limit,
                                &p.gcra.tolerance_us)
-        || p.gcra.tolerance_us > (int64_t{1} << 60))
+        || p.gcra.tolerance_us > kMaxToleranceUs)
     {
         return {std::nullopt, "burst is too large for this rate"};
     }

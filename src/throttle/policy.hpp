@@ -21,6 +21,9 @@ std::string_view  algorithm_name(Algorithm algorithm) noexcept;
 // microsecond arithmetic for the slowest rates.
 constexpr int64_t kMaxBurst = 1'000'000'000;
 
+// The longest time a zone may take to refill (T * (burst + 1)): 2^51 us.
+constexpr int64_t kMaxToleranceUs = int64_t{1} << 51;
+
 // The largest cost= accepted.
 constexpr int64_t kMaxCost = 1'000'000'000;
 

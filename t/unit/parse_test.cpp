@@ -79,7 +79,8 @@ TEST(Policy, RefusesToleranceThatWouldOverflow)
     EXPECT_FALSE(
         make_policy(Algorithm::gcra, Rate{1, 86'400'000'000}, kMaxBurst));
     EXPECT_FALSE(make_policy(Algorithm::gcra, Rate{1, 1'000'000}, -1));
-    EXPECT_TRUE(
+    EXPECT_TRUE(make_policy(Algorithm::gcra, Rate{1, 86'400'000'000}, 10'000));
+    EXPECT_FALSE(
         make_policy(Algorithm::gcra, Rate{1, 86'400'000'000}, 1'000'000));
 }
 

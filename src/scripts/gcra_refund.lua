@@ -1,0 +1,26 @@
+-- Gives back what gcra.lua charged, for a request that another zone of the
+-- same location rejected: the TAT moves back by T * cost, never before now.
+--
+-- KEYS[1]  the key (as for gcra.lua)
+-- ARGV[1]  emission interval T, microseconds
+-- ARGV[2]  cost that was charged
+--
+-- Returns the new time to live in microseconds (0: the key is gone).
+
+local tat = tonumber(redis.call('GET', KEYS[1]))
+if not tat then
+    return 0
+end
+
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+local new_tat = tat - tonumber(ARGV[1]) * tonumber(ARGV[2])
+
+if new_tat <= now then
+    redis.call('DEL', KEYS[1])
+    return 0
+end
+
+redis.call('SET', KEYS[1], string.format('%.0f', new_tat), 'PX',
+           math.ceil((new_tat - now) / 1000))
+return new_tat - now

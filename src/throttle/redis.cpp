@@ -1,0 +1,116 @@
+#include "throttle/redis.hpp"
+
+#include <hiredis/hiredis.h>
+
+#include <cstring>
+
+namespace throttle {
+
+namespace {
+
+bool
+plain_key_byte(unsigned char c) noexcept
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
+        || (c >= '0' && c <= '9') || std::strchr("-_.:@/=+", c) != nullptr;
+}
+
+char *
+append(char *p, std::string_view s) noexcept
+{
+    std::memcpy(p, s.data(), s.size());
+    return p + s.size();
+}
+
+char *
+append_hex(char *p, const unsigned char *data, size_t len) noexcept
+{
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < len; i++) {
+        *p++ = digits[data[i] >> 4];
+        *p++ = digits[data[i] & 0xf];
+    }
+    return p;
+}
+
+ScriptReply
+malformed(const char *what) noexcept
+{
+    ScriptReply r;
+    r.message = what;
+    return r;
+}
+
+} // namespace
+
+size_t
+format_redis_key(char *out, std::string_view prefix, std::string_view zone,
+                 const ZoneKey &key) noexcept
+{
+    char *p = append(out, prefix);
+    p = append(p, zone);
+    p = append(p, ":{");
+
+    bool plain = !key.hashed();
+    for (size_t i = 0; plain && i < key.size(); i++) {
+        plain = plain_key_byte(key.data()[i]);
+    }
+
+    if (plain) {
+        p = append(p, {reinterpret_cast<const char *>(key.data()), key.size()});
+    } else {
+        *p++ = key.hashed() ? '#' : '~';
+        p = append_hex(p, key.data(), key.size());
+    }
+
+    *p++ = '}';
+    return static_cast<size_t>(p - out);
+}
+
+ScriptReply
+decode_gcra_reply(const redisReply *reply) noexcept
+{
+    if (reply == nullptr) {
+        return malformed("no reply");
+    }
+
+    if (reply->type == REDIS_REPLY_ERROR) {
+        ScriptReply r;
+        r.message = {reply->str, reply->len};
+        r.kind = r.message.substr(0, 8) == "NOSCRIPT" ? ScriptReply::noscript
+                                                      : ScriptReply::error;
+        return r;
+    }
+
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 5) {
+        return malformed("unexpected reply to the throttle script: not an "
+                         "array of 5");
+    }
+
+    long long v[5];
+    for (size_t i = 0; i < 5; i++) {
+        if (reply->element[i]->type != REDIS_REPLY_INTEGER) {
+            return malformed("unexpected reply to the throttle script: not "
+                             "an integer");
+        }
+        v[i] = reply->element[i]->integer;
+    }
+
+    if ((v[0] != 0 && v[0] != 1) || v[1] < 1 || v[2] < 0 || v[3] < 0
+        || v[4] < -1 || (v[0] == 0 && v[4] != -1))
+    {
+        return malformed("unexpected reply to the throttle script: values "
+                         "out of range");
+    }
+
+    ScriptReply r;
+    r.kind = ScriptReply::ok;
+    r.result.limited = v[0] == 1;
+    r.result.limit = v[1];
+    r.result.remaining = v[2];
+    r.result.reset_after_us = v[3];
+    r.result.retry_after_us = v[4];
+    return r;
+}
+
+} // namespace throttle

@@ -1,0 +1,19 @@
+// The Lua scripts run in Redis (src/scripts/*.lua), embedded at build time
+// with their SHA1, so EVALSHA needs no SCRIPT LOAD round trip to learn it.
+#pragma once
+
+#include <string_view>
+
+namespace throttle {
+
+enum class ScriptId { gcra, gcra_refund };
+
+struct Script {
+    std::string_view name;
+    std::string_view source;
+    std::string_view sha1; // 40 lowercase hex digits
+};
+
+const Script &script(ScriptId id) noexcept;
+
+} // namespace throttle

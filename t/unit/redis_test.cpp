@@ -1,0 +1,127 @@
+// Redis key names and script replies, decoded by hiredis's own reader from
+// RESP bytes as they come off the wire.
+#include "throttle/redis.hpp"
+#include "throttle/scripts.hpp"
+
+#include <hiredis/hiredis.h>
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace throttle {
+namespace {
+
+std::string
+key_name(std::string_view prefix, std::string_view zone, const std::string &k)
+{
+    ZoneKey key(reinterpret_cast<const unsigned char *>(k.data()), k.size());
+    std::vector<char> buf(max_redis_key_len(prefix.size(), zone.size()));
+    size_t            n = format_redis_key(buf.data(), prefix, zone, key);
+    EXPECT_LE(n, buf.size());
+    return {buf.data(), n};
+}
+
+TEST(RedisKey, PlainKeysReadAsThemselves)
+{
+    EXPECT_EQ(key_name("throttle:", "reply", "alice"),
+              "throttle:reply:{alice}");
+    EXPECT_EQ(key_name("", "z", "user@example.com/a=1+2"),
+              "z:{user@example.com/a=1+2}");
+}
+
+TEST(RedisKey, OddBytesAreHexAndCannotMoveTheHashTag)
+{
+    EXPECT_EQ(key_name("t:", "z", std::string("\x7f\x00\x00\x01", 4)),
+              "t:z:{~7f000001}");
+    EXPECT_EQ(key_name("t:", "z", "a}b{"), "t:z:{~617d627b}");
+    // "~..." as a literal key is itself hex-encoded: no collision with the
+    // encoding of another key
+    EXPECT_EQ(key_name("t:", "z", "~61"), "t:z:{~7e3631}");
+    EXPECT_NE(key_name("t:", "z", "a"), key_name("t:", "z", "~61"));
+}
+
+TEST(RedisKey, LongKeysUseTheirDigest)
+{
+    std::string longest(kMaxInlineKeyLen, '\xff');
+    EXPECT_EQ(key_name("p:", "zone", longest).size(), max_redis_key_len(2, 4));
+    std::string k = key_name("p:", "z", std::string(70000, 'a'));
+    EXPECT_EQ(k.substr(0, 6), "p:z:{#");
+    EXPECT_EQ(k.size(), 6 + 64 + 1u);
+}
+
+struct ReplyDeleter {
+    void operator()(void *r) const { freeReplyObject(r); }
+};
+using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
+
+Reply
+parse(const std::string &resp)
+{
+    redisReader *reader = redisReaderCreate();
+    EXPECT_EQ(redisReaderFeed(reader, resp.data(), resp.size()), REDIS_OK);
+    void *reply = nullptr;
+    EXPECT_EQ(redisReaderGetReply(reader, &reply), REDIS_OK);
+    redisReaderFree(reader);
+    return Reply(static_cast<redisReply *>(reply));
+}
+
+TEST(GcraReply, Decision)
+{
+    Reply       r = parse("*5\r\n:1\r\n:5\r\n:2\r\n:3000000\r\n:3000000\r\n");
+    ScriptReply d = decode_gcra_reply(r.get());
+    ASSERT_EQ(d.kind, ScriptReply::ok);
+    EXPECT_TRUE(d.result.limited);
+    EXPECT_EQ(d.result.limit, 5);
+    EXPECT_EQ(d.result.remaining, 2);
+    EXPECT_EQ(d.result.reset_after_us, 3'000'000);
+    EXPECT_EQ(d.result.retry_after_us, 3'000'000);
+
+    d = decode_gcra_reply(
+        parse("*5\r\n:0\r\n:16\r\n:15\r\n:2000000\r\n:-1\r\n").get());
+    ASSERT_EQ(d.kind, ScriptReply::ok);
+    EXPECT_FALSE(d.result.limited);
+    EXPECT_EQ(d.result.retry_after_us, -1);
+}
+
+TEST(GcraReply, ErrorsAreNeverDecisions)
+{
+    ScriptReply d = decode_gcra_reply(
+        parse("-NOSCRIPT No matching script. Please use EVAL.\r\n").get());
+    EXPECT_EQ(d.kind, ScriptReply::noscript);
+
+    Reply wrongpass = parse("-WRONGPASS invalid username-password pair\r\n");
+    d = decode_gcra_reply(wrongpass.get());
+    EXPECT_EQ(d.kind, ScriptReply::error);
+    EXPECT_EQ(d.message.substr(0, 9), "WRONGPASS");
+
+    for (const char *bad : {
+             "+OK\r\n",                                    // status
+             ":1\r\n",                                     // integer
+             "*4\r\n:0\r\n:5\r\n:2\r\n:3\r\n",             // short
+             "*5\r\n:0\r\n:5\r\n$1\r\n2\r\n:3\r\n:-1\r\n", // string
+             "*5\r\n:2\r\n:5\r\n:2\r\n:3\r\n:-1\r\n",      // limited=2
+             "*5\r\n:0\r\n:5\r\n:-2\r\n:3\r\n:-1\r\n",     // remaining<0
+             "*5\r\n:0\r\n:5\r\n:2\r\n:3\r\n:7\r\n",       // passed, retry
+             "*5\r\n:0\r\n:0\r\n:2\r\n:3\r\n:-1\r\n",      // limit 0
+         })
+    {
+        EXPECT_EQ(decode_gcra_reply(parse(bad).get()).kind, ScriptReply::error)
+            << bad;
+    }
+    EXPECT_EQ(decode_gcra_reply(nullptr).kind, ScriptReply::error);
+}
+
+TEST(Scripts, EmbeddedWithTheirSha1)
+{
+    const Script &gcra = script(ScriptId::gcra);
+    EXPECT_EQ(gcra.name, "gcra");
+    EXPECT_NE(gcra.source.find("redis.call('TIME')"), std::string_view::npos);
+    EXPECT_EQ(gcra.sha1.size(), 40u);
+    EXPECT_EQ(script(ScriptId::gcra_refund).name, "gcra_refund");
+    EXPECT_NE(script(ScriptId::gcra_refund).sha1, gcra.sha1);
+}
+
+} // namespace
+} // namespace throttle
