@@ -124,7 +124,7 @@ ngx_http_throttle_binding(ngx_http_throttle_check_t *checks,
     for (i = 0; i < n; i++) {
         const throttle::ThrottleResult &res = checks[i].decision.result;
 
-        if (checks[i].zone == NULL) {
+        if (checks[i].zone == NULL || checks[i].failed) {
             continue;
         }
 
@@ -149,43 +149,51 @@ ngx_http_throttle_binding(ngx_http_throttle_check_t *checks,
     return best;
 }
 
-/* Decides all lines under every zone's lock at once: lines are sorted by
- * zone name, so workers always lock in the same order. A rejection by any
- * zone charges none. */
+/*
+ * Decides the lines under every zone's lock at once: lines are sorted by
+ * zone name, so workers always lock in the same order. Local zones decide;
+ * Redis-backed zones ("remote") can only reject here, from their denial
+ * cache. Local zones are charged ("commit") only if no zone rejects: a
+ * rejection by any zone charges none.
+ */
 static ngx_int_t
 ngx_http_throttle_decide(ngx_http_request_t        *r,
                          ngx_http_throttle_check_t *checks, ngx_uint_t n,
-                         bool *rejected) noexcept
+                         bool remote, bool commit, bool *rejected) noexcept
 {
     ngx_int_t  rc = NGX_OK;
     ngx_uint_t i;
     int64_t    now = throttle::monotonic_now_us();
 
+    auto taking_part = [&](ngx_http_throttle_check_t &check) {
+        return check.zone && (remote || check.zone->redis == NULL);
+    };
+
     *rejected = false;
 
     for (i = 0; i < n; i++) {
-        if (checks[i].zone) {
+        if (taking_part(checks[i])) {
             ngx_shmtx_lock(&checks[i].zone->shpool->mutex);
         }
     }
 
     for (i = 0; i < n; i++) {
-        if (checks[i].zone) {
+        if (taking_part(checks[i])) {
             ngx_http_throttle_lookup(&checks[i], now);
             *rejected = *rejected || checks[i].decision.result.limited;
         }
     }
 
-    if (!*rejected) {
+    if (commit && !*rejected) {
         for (i = 0; i < n && rc == NGX_OK; i++) {
-            if (checks[i].zone) {
+            if (checks[i].zone && checks[i].zone->redis == NULL) {
                 rc = ngx_http_throttle_reserve(&checks[i], now,
                                                r->connection->log);
             }
         }
 
         for (i = 0; i < n; i++) {
-            if (checks[i].zone == NULL) {
+            if (checks[i].zone == NULL || checks[i].zone->redis) {
                 continue;
             }
 
@@ -199,7 +207,7 @@ ngx_http_throttle_decide(ngx_http_request_t        *r,
     }
 
     for (i = n; i-- > 0; /* void */) {
-        if (checks[i].zone) {
+        if (taking_part(checks[i])) {
             ngx_shmtx_unlock(&checks[i].zone->shpool->mutex);
         }
     }
@@ -208,10 +216,11 @@ ngx_http_throttle_decide(ngx_http_request_t        *r,
 }
 
 static ngx_int_t
-ngx_http_throttle_fail(ngx_http_request_t           *r,
-                       ngx_http_throttle_loc_conf_t *tlcf,
+ngx_http_throttle_fail(ngx_http_throttle_loc_conf_t *tlcf,
                        ngx_http_throttle_ctx_t      *ctx) noexcept
 {
+    ctx->zone = NULL;
+
     /* dry run never rejects, not even on "throttle_on_error deny" */
     if (tlcf->on_error == NGX_HTTP_THROTTLE_ON_ERROR_ALLOW || tlcf->dry_run) {
         ctx->status = NGX_HTTP_THROTTLE_ERROR_ALLOWED;
@@ -222,73 +231,20 @@ ngx_http_throttle_fail(ngx_http_request_t           *r,
     return tlcf->status;
 }
 
-ngx_int_t
-ngx_http_throttle_handler(ngx_http_request_t *r) noexcept
+/* Sets the request's status and binding zone; the phase handler's result. */
+static ngx_int_t
+ngx_http_throttle_finish(ngx_http_request_t *r, ngx_http_throttle_ctx_t *ctx,
+                         bool rejected) noexcept
 {
-    bool                          rejected;
-    ngx_int_t                     rc;
-    ngx_uint_t                    i, n, active;
-    ngx_http_throttle_ctx_t      *ctx;
-    ngx_http_throttle_limit_t    *limits;
-    ngx_http_throttle_check_t    *checks, *binding;
-    ngx_http_throttle_loc_conf_t *tlcf;
+    ngx_http_throttle_loc_conf_t *tlcf = ctx->tlcf;
+    ngx_http_throttle_check_t    *binding;
 
-    tlcf = (ngx_http_throttle_loc_conf_t *) ngx_http_get_module_loc_conf(
-        r, ngx_http_throttle_module);
+    binding = ngx_http_throttle_binding(ctx->checks, ctx->nchecks);
+    ctx->zone = binding ? binding->zone : NULL;
 
-    if (tlcf->limits == NULL || r != r->main
-        || ngx_http_throttle_get_ctx(r) != NULL)
-    {
-        /* not limited here, a subrequest, or already decided before an
-         * internal redirect: a request is counted once */
-        return NGX_DECLINED;
+    if (binding) {
+        ctx->result = binding->decision.result;
     }
-
-    ctx = ngx_http_throttle_create_ctx(r, tlcf);
-    if (ctx == NULL) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-
-    n = tlcf->limits->nelts;
-    limits = (ngx_http_throttle_limit_t *) tlcf->limits->elts;
-
-    checks = (ngx_http_throttle_check_t *) ngx_palloc(
-        r->pool, n * sizeof(ngx_http_throttle_check_t));
-    if (checks == NULL) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-
-    active = 0;
-
-    for (i = 0; i < n; i++) {
-        new (&checks[i]) ngx_http_throttle_check_t();
-
-        rc = ngx_http_throttle_prepare(r, &limits[i], &checks[i]);
-
-        if (rc == NGX_DECLINED) {
-            checks[i].zone = NULL; /* an empty key is not limited */
-            continue;
-        }
-
-        if (rc != NGX_OK) {
-            return ngx_http_throttle_fail(r, tlcf, ctx);
-        }
-
-        active++;
-    }
-
-    if (active == 0) {
-        ctx->status = NGX_HTTP_THROTTLE_PASSED;
-        return NGX_DECLINED;
-    }
-
-    if (ngx_http_throttle_decide(r, checks, n, &rejected) != NGX_OK) {
-        return ngx_http_throttle_fail(r, tlcf, ctx);
-    }
-
-    binding = ngx_http_throttle_binding(checks, n);
-    ctx->zone = binding->zone;
-    ctx->result = binding->decision.result;
 
     if (!rejected) {
         ctx->status = NGX_HTTP_THROTTLE_PASSED;
@@ -315,4 +271,164 @@ ngx_http_throttle_handler(ngx_http_request_t *r) noexcept
 
     ctx->status = NGX_HTTP_THROTTLE_REJECTED;
     return tlcf->status;
+}
+
+/* All Redis replies are in: settles the charges and decides. */
+static ngx_int_t
+ngx_http_throttle_complete(ngx_http_request_t      *r,
+                           ngx_http_throttle_ctx_t *ctx) noexcept
+{
+    bool                          rejected = false, failed = false;
+    bool                          deny, admitted = false;
+    ngx_uint_t                    i;
+    ngx_http_throttle_check_t    *check;
+    ngx_http_throttle_loc_conf_t *tlcf = ctx->tlcf;
+
+    for (i = 0; i < ctx->nchecks; i++) {
+        check = &ctx->checks[i];
+
+        if (check->zone && check->zone->redis) {
+            failed = failed || check->failed;
+            rejected =
+                rejected || (!check->failed && check->decision.result.limited);
+        }
+    }
+
+    deny = failed && tlcf->on_error == NGX_HTTP_THROTTLE_ON_ERROR_DENY
+        && !tlcf->dry_run;
+
+    if (!rejected && !deny) {
+        /* Redis admitted the request: the local zones have their say, and
+         * are charged if they agree */
+        if (ngx_http_throttle_decide(r, ctx->checks, ctx->nchecks, false, true,
+                                     &rejected)
+            != NGX_OK)
+        {
+            ngx_http_throttle_strict_settle(ctx, false);
+            return ngx_http_throttle_fail(tlcf, ctx);
+        }
+
+        admitted = !rejected;
+    }
+
+    /* refunds what Redis charged for a request that does not go through */
+    ngx_http_throttle_strict_settle(ctx, admitted);
+
+    if (failed && !rejected) {
+        return ngx_http_throttle_fail(tlcf, ctx);
+    }
+
+    return ngx_http_throttle_finish(r, ctx, rejected);
+}
+
+void
+ngx_http_throttle_resume(ngx_http_throttle_ctx_t *ctx) noexcept
+{
+    ngx_http_request_t *r = ctx->request;
+    ngx_connection_t   *c = r->connection;
+
+    ctx->rc = ngx_http_throttle_complete(r, ctx);
+    ctx->waiting = 0;
+    ctx->resume = 1;
+
+    ngx_http_core_run_phases(r);
+    ngx_http_run_posted_requests(c);
+}
+
+ngx_int_t
+ngx_http_throttle_handler(ngx_http_request_t *r) noexcept
+{
+    bool                          rejected, remote;
+    ngx_int_t                     rc;
+    ngx_uint_t                    i, n, active;
+    ngx_http_throttle_ctx_t      *ctx;
+    ngx_http_throttle_limit_t    *limits;
+    ngx_http_throttle_check_t    *checks;
+    ngx_http_throttle_loc_conf_t *tlcf;
+
+    tlcf = (ngx_http_throttle_loc_conf_t *) ngx_http_get_module_loc_conf(
+        r, ngx_http_throttle_module);
+
+    if (tlcf->limits == NULL || r != r->main) {
+        return NGX_DECLINED;
+    }
+
+    ctx = ngx_http_throttle_get_ctx(r);
+
+    if (ctx) {
+        if (ctx->waiting) {
+            return NGX_AGAIN; /* phases re-run while Redis answers */
+        }
+
+        if (ctx->resume) {
+            ctx->resume = 0;
+            return ctx->rc;
+        }
+
+        /* decided before an internal redirect: a request counts once */
+        return NGX_DECLINED;
+    }
+
+    ctx = ngx_http_throttle_create_ctx(r, tlcf);
+    if (ctx == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    n = tlcf->limits->nelts;
+    limits = (ngx_http_throttle_limit_t *) tlcf->limits->elts;
+
+    checks = (ngx_http_throttle_check_t *) ngx_palloc(
+        r->pool, n * sizeof(ngx_http_throttle_check_t));
+    if (checks == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    ctx->request = r;
+    ctx->tlcf = tlcf;
+    ctx->checks = checks;
+    ctx->nchecks = n;
+
+    active = 0;
+    remote = false;
+
+    for (i = 0; i < n; i++) {
+        new (&checks[i]) ngx_http_throttle_check_t();
+        checks[i].ctx = ctx;
+
+        rc = ngx_http_throttle_prepare(r, &limits[i], &checks[i]);
+
+        if (rc == NGX_DECLINED) {
+            checks[i].zone = NULL; /* an empty key is not limited */
+            continue;
+        }
+
+        if (rc != NGX_OK) {
+            return ngx_http_throttle_fail(tlcf, ctx);
+        }
+
+        active++;
+        remote = remote || checks[i].zone->redis;
+    }
+
+    if (active == 0) {
+        ctx->status = NGX_HTTP_THROTTLE_PASSED;
+        return NGX_DECLINED;
+    }
+
+    if (ngx_http_throttle_decide(r, checks, n, true, !remote, &rejected)
+        != NGX_OK) {
+        return ngx_http_throttle_fail(tlcf, ctx);
+    }
+
+    if (rejected || !remote) {
+        return ngx_http_throttle_finish(r, ctx, rejected);
+    }
+
+    /* strict mode: ask Redis, resume on its replies */
+    if (ngx_http_throttle_strict_send(ctx) == 0) {
+        return ngx_http_throttle_complete(r, ctx);
+    }
+
+    ctx->waiting = 1;
+    return NGX_AGAIN;
 }

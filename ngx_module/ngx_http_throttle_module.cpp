@@ -26,6 +26,10 @@ static void *ngx_http_throttle_create_loc_conf(ngx_conf_t *cf) noexcept;
 static char *ngx_http_throttle_merge_loc_conf(ngx_conf_t *cf, void *parent,
                                               void *child) noexcept;
 static ngx_int_t ngx_http_throttle_init(ngx_conf_t *cf) noexcept;
+static char     *ngx_http_throttle_redis(ngx_conf_t *cf, ngx_command_t *cmd,
+                                         void *conf) noexcept;
+static ngx_int_t ngx_http_throttle_init_process(ngx_cycle_t *cycle) noexcept;
+static void      ngx_http_throttle_exit_process(ngx_cycle_t *cycle) noexcept;
 
 /* Nothing smaller holds the slab pool's own pages and a useful tree. */
 #define NGX_HTTP_THROTTLE_MIN_ZONE_PAGES 8
@@ -52,6 +56,9 @@ static ngx_command_t ngx_http_throttle_commands[] = {
 
     {ngx_string("throttle_zone"), NGX_HTTP_MAIN_CONF | NGX_CONF_2MORE,
      ngx_http_throttle_zone, 0, 0, NULL},
+
+    {ngx_string("throttle_redis"), NGX_HTTP_MAIN_CONF | NGX_CONF_2MORE,
+     ngx_http_throttle_redis, 0, 0, NULL},
 
     {ngx_string("throttle"),
      NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF
@@ -108,16 +115,16 @@ static ngx_http_module_t ngx_http_throttle_module_ctx = {
 
 ngx_module_t ngx_http_throttle_module = {
     NGX_MODULE_V1,
-    &ngx_http_throttle_module_ctx, /* module context */
-    ngx_http_throttle_commands,    /* module directives */
-    NGX_HTTP_MODULE,               /* module type */
-    NULL,                          /* init master */
-    NULL,                          /* init module */
-    NULL,                          /* init process */
-    NULL,                          /* init thread */
-    NULL,                          /* exit thread */
-    NULL,                          /* exit process */
-    NULL,                          /* exit master */
+    &ngx_http_throttle_module_ctx,  /* module context */
+    ngx_http_throttle_commands,     /* module directives */
+    NGX_HTTP_MODULE,                /* module type */
+    NULL,                           /* init master */
+    NULL,                           /* init module */
+    ngx_http_throttle_init_process, /* init process */
+    NULL,                           /* init thread */
+    NULL,                           /* exit thread */
+    ngx_http_throttle_exit_process, /* exit process */
+    NULL,                           /* exit master */
     NGX_MODULE_V1_PADDING};
 
 static std::string_view
@@ -158,6 +165,7 @@ ngx_http_throttle_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) noexcept
     throttle::Rate      rate{};
     int64_t             burst = 0;
     throttle::Algorithm algorithm = throttle::Algorithm::gcra;
+    bool                sync_strict = false;
 
     value = (ngx_str_t *) cf->args->elts;
 
@@ -271,14 +279,39 @@ ngx_http_throttle_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) noexcept
             continue;
         }
 
-        if (ngx_http_throttle_param(&value[i], "redis=", &v)
-            || ngx_http_throttle_param(&value[i], "sync=", &v)
-            || ngx_http_throttle_param(&value[i], "sync_interval=", &v))
-        {
+        if (ngx_http_throttle_param(&value[i], "redis=", &v)) {
+            if (v.len == 0) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "invalid parameter \"%V\" in "
+                                   "\"throttle_zone\": name a "
+                                   "\"throttle_redis\"",
+                                   &value[i]);
+                return (char *) NGX_CONF_ERROR;
+            }
+
+            zone->redis_name = v;
+            continue;
+        }
+
+        if (ngx_http_throttle_param(&value[i], "sync=", &v)) {
+            if (v.len == 6 && ngx_strncmp(v.data, "strict", 6) == 0) {
+                sync_strict = true;
+                continue;
+            }
+
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid parameter \"%V\" in "
+                               "\"throttle_zone\": only \"sync=strict\" is "
+                               "available in this version",
+                               &value[i]);
+            return (char *) NGX_CONF_ERROR;
+        }
+
+        if (ngx_http_throttle_param(&value[i], "sync_interval=", &v)) {
             ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                                "\"%V\" in \"throttle_zone\" is not "
-                               "available in this version: zones are local "
-                               "to one nginx",
+                               "available in this version (it goes with "
+                               "sync=async)",
                                &value[i]);
             return (char *) NGX_CONF_ERROR;
         }
@@ -293,6 +326,14 @@ ngx_http_throttle_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) noexcept
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "\"throttle_zone\" must have "
                            "\"zone=name:size\" parameter");
+        return (char *) NGX_CONF_ERROR;
+    }
+
+    if (sync_strict && zone->redis_name.len == 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"throttle_zone\" \"%V\": \"sync=\" needs "
+                           "\"redis=\"",
+                           &name);
         return (char *) NGX_CONF_ERROR;
     }
 
@@ -563,6 +604,13 @@ ngx_http_throttle_create_main_conf(ngx_conf_t *cf) noexcept
         return NULL;
     }
 
+    if (ngx_array_init(&tmcf->redis, cf->pool, 2,
+                       sizeof(ngx_http_throttle_redis_t *))
+        != NGX_OK)
+    {
+        return NULL;
+    }
+
     if (ngx_array_init(&tmcf->zones, cf->pool, 4,
                        sizeof(ngx_http_throttle_zone_t *))
         != NGX_OK)
@@ -634,14 +682,45 @@ ngx_http_throttle_merge_loc_conf(ngx_conf_t *cf, void *parent,
 static ngx_int_t
 ngx_http_throttle_init(ngx_conf_t *cf) noexcept
 {
-    ngx_uint_t                     i;
+    ngx_uint_t                     i, j;
     ngx_http_handler_pt           *h;
     ngx_http_core_main_conf_t     *cmcf;
+    ngx_http_throttle_zone_t     **zones;
+    ngx_http_throttle_redis_t    **backends;
     ngx_http_throttle_zone_ref_t  *refs;
     ngx_http_throttle_main_conf_t *tmcf;
 
     tmcf = (ngx_http_throttle_main_conf_t *) ngx_http_conf_get_module_main_conf(
         cf, ngx_http_throttle_module);
+
+    /* zones name their backend; throttle_redis may come later in the file */
+    zones = (ngx_http_throttle_zone_t **) tmcf->zones.elts;
+    backends = (ngx_http_throttle_redis_t **) tmcf->redis.elts;
+
+    for (i = 0; i < tmcf->zones.nelts; i++) {
+        if (zones[i]->redis_name.len == 0) {
+            continue;
+        }
+
+        for (j = 0; j < tmcf->redis.nelts; j++) {
+            if (backends[j]->name.len == zones[i]->redis_name.len
+                && ngx_strncmp(backends[j]->name.data,
+                               zones[i]->redis_name.data, backends[j]->name.len)
+                    == 0)
+            {
+                zones[i]->redis = backends[j];
+                break;
+            }
+        }
+
+        if (zones[i]->redis == NULL) {
+            ngx_log_error(NGX_LOG_EMERG, cf->log, 0,
+                          "unknown redis=%V in \"throttle_zone\" \"%V\": no "
+                          "\"throttle_redis\" has that name",
+                          &zones[i]->redis_name, &zones[i]->name);
+            return NGX_ERROR;
+        }
+    }
 
     refs = (ngx_http_throttle_zone_ref_t *) tmcf->zone_refs.elts;
 
@@ -673,4 +752,68 @@ ngx_http_throttle_init(ngx_conf_t *cf) noexcept
     *h = ngx_http_throttle_handler;
 
     return ngx_http_throttle_filter_init(cf);
+}
+
+static char *
+ngx_http_throttle_redis(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) noexcept
+{
+    ngx_http_throttle_main_conf_t *tmcf;
+
+    tmcf = (ngx_http_throttle_main_conf_t *) ngx_http_conf_get_module_main_conf(
+        cf, ngx_http_throttle_module);
+
+    return ngx_http_throttle_redis_directive(cf, &tmcf->redis);
+}
+
+static ngx_http_throttle_main_conf_t *
+ngx_http_throttle_cycle_main_conf(ngx_cycle_t *cycle) noexcept
+{
+    if (ngx_get_conf(cycle->conf_ctx, ngx_http_module) == NULL) {
+        return NULL; /* no http block */
+    }
+
+    return (ngx_http_throttle_main_conf_t *)
+        ngx_http_cycle_get_module_main_conf(cycle, ngx_http_throttle_module);
+}
+
+static ngx_int_t
+ngx_http_throttle_init_process(ngx_cycle_t *cycle) noexcept
+{
+    ngx_uint_t                     i;
+    ngx_http_throttle_redis_t    **backends;
+    ngx_http_throttle_main_conf_t *tmcf;
+
+    tmcf = ngx_http_throttle_cycle_main_conf(cycle);
+    if (tmcf == NULL) {
+        return NGX_OK;
+    }
+
+    backends = (ngx_http_throttle_redis_t **) tmcf->redis.elts;
+
+    for (i = 0; i < tmcf->redis.nelts; i++) {
+        if (ngx_http_throttle_redis_init_worker(cycle, backends[i]) != NGX_OK) {
+            return NGX_ERROR;
+        }
+    }
+
+    return NGX_OK;
+}
+
+static void
+ngx_http_throttle_exit_process(ngx_cycle_t *cycle) noexcept
+{
+    ngx_uint_t                     i;
+    ngx_http_throttle_redis_t    **backends;
+    ngx_http_throttle_main_conf_t *tmcf;
+
+    tmcf = ngx_http_throttle_cycle_main_conf(cycle);
+    if (tmcf == NULL) {
+        return;
+    }
+
+    backends = (ngx_http_throttle_redis_t **) tmcf->redis.elts;
+
+    for (i = 0; i < tmcf->redis.nelts; i++) {
+        ngx_http_throttle_redis_exit_worker(backends[i]);
+    }
 }

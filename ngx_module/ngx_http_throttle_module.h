@@ -15,6 +15,8 @@ extern "C" {
 #include <ngx_http.h>
 }
 
+#include "ngx_http_throttle_redis.h"
+
 #include "throttle/key.hpp"
 #include "throttle/policy.hpp"
 #include "throttle/result.hpp"
@@ -68,6 +70,10 @@ typedef struct {
     ngx_shm_zone_t            *shm_zone;
     ngx_http_throttle_shctx_t *sh;
     ngx_slab_pool_t           *shpool;
+    /* strict mode: Redis decides, the shm zone caches its denials */
+    ngx_str_t                  redis_name;
+    ngx_http_throttle_redis_t *redis;
+    ngx_msec_t                 error_logged_at; /* this worker's */
 } ngx_http_throttle_zone_t;
 
 /* One "throttle" line of a location. */
@@ -84,6 +90,7 @@ typedef struct {
 } ngx_http_throttle_zone_ref_t;
 
 typedef struct {
+    ngx_array_t redis;     /* of ngx_http_throttle_redis_t * */
     ngx_array_t zones;     /* of ngx_http_throttle_zone_t *, defined */
     ngx_array_t zone_refs; /* of ngx_http_throttle_zone_ref_t, used */
 } ngx_http_throttle_main_conf_t;
@@ -97,24 +104,41 @@ typedef struct {
     ngx_uint_t   on_error;
 } ngx_http_throttle_loc_conf_t;
 
-/* The decision about a request, kept for the whole main request. */
-typedef struct {
-    ngx_uint_t                status;  /* ngx_http_throttle_status_e */
-    ngx_uint_t                headers; /* throttle_headers in force */
-    ngx_http_throttle_zone_t *zone;    /* binding zone, or NULL */
-    throttle::ThrottleResult  result;  /* binding zone's answer */
-} ngx_http_throttle_ctx_t;
+typedef struct ngx_http_throttle_ctx_s ngx_http_throttle_ctx_t;
 
 /* One zone's part in a decision, between lookup and commit. */
 typedef struct {
-    ngx_http_throttle_zone_t *zone;
+    ngx_http_throttle_zone_t *zone; /* NULL: empty key, not limited */
     throttle::ZoneKey         key;
     int64_t                   cost;
     ngx_http_throttle_node_t *node;  /* existing node, or NULL */
     ngx_http_throttle_node_t *fresh; /* allocated, not yet inserted */
     uint32_t                  hash;
     throttle::Decision        decision;
+    /* strict mode */
+    ngx_http_throttle_ctx_t       *ctx;
+    ngx_str_t                      redis_key;
+    ngx_http_throttle_redis_cmd_t *cmd;     /* in flight */
+    int64_t                        sent_at; /* this machine's clock, us */
+    unsigned                       failed : 1;
 } ngx_http_throttle_check_t;
+
+/* The decision about a request, kept for the whole main request. */
+struct ngx_http_throttle_ctx_s {
+    ngx_uint_t                status;  /* ngx_http_throttle_status_e */
+    ngx_uint_t                headers; /* throttle_headers in force */
+    ngx_http_throttle_zone_t *zone;    /* binding zone, or NULL */
+    throttle::ThrottleResult  result;  /* binding zone's answer */
+    /* while Redis answers */
+    ngx_http_request_t           *request;
+    ngx_http_throttle_loc_conf_t *tlcf;
+    ngx_http_throttle_check_t    *checks;
+    ngx_uint_t                    nchecks;
+    ngx_uint_t                    pending; /* replies awaited */
+    ngx_int_t                     rc;      /* for the resumed handler */
+    unsigned                      waiting : 1;
+    unsigned                      resume : 1;
+};
 
 /* ngx_http_throttle_zone.cpp */
 ngx_int_t ngx_http_throttle_init_zone(ngx_shm_zone_t *shm_zone,
@@ -124,12 +148,21 @@ void      ngx_http_throttle_lookup(ngx_http_throttle_check_t *check,
 ngx_int_t ngx_http_throttle_reserve(ngx_http_throttle_check_t *check,
                                     int64_t now, ngx_log_t *log) noexcept;
 void      ngx_http_throttle_release(ngx_http_throttle_check_t *check) noexcept;
-void      ngx_http_throttle_commit(ngx_http_throttle_check_t *check) noexcept;
+void ngx_http_throttle_cache_tat(ngx_http_throttle_check_t *check, int64_t tat,
+                                 int64_t now, ngx_log_t *log) noexcept;
+void ngx_http_throttle_commit(ngx_http_throttle_check_t *check) noexcept;
 
 /* ngx_http_throttle_handler.cpp */
 ngx_int_t ngx_http_throttle_handler(ngx_http_request_t *r) noexcept;
 ngx_http_throttle_ctx_t *
 ngx_http_throttle_get_ctx(ngx_http_request_t *r) noexcept;
+
+void ngx_http_throttle_resume(ngx_http_throttle_ctx_t *ctx) noexcept;
+
+/* ngx_http_throttle_strict.cpp */
+ngx_uint_t ngx_http_throttle_strict_send(ngx_http_throttle_ctx_t *ctx) noexcept;
+void       ngx_http_throttle_strict_settle(ngx_http_throttle_ctx_t *ctx,
+                                           bool admitted) noexcept;
 
 /* ngx_http_throttle_filter.cpp */
 ngx_int_t ngx_http_throttle_filter_init(ngx_conf_t *cf) noexcept;

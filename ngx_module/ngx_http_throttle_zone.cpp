@@ -137,8 +137,9 @@ ngx_http_throttle_evict(ngx_http_throttle_zone_t *zone, int64_t now,
     ngx_http_throttle_delete(zone, tn);
 }
 
-void
-ngx_http_throttle_lookup(ngx_http_throttle_check_t *check, int64_t now) noexcept
+/* Finds the check's node, if the zone holds its key. */
+static void
+ngx_http_throttle_find(ngx_http_throttle_check_t *check, int64_t now) noexcept
 {
     const throttle::ZoneKey  &key = check->key;
     ngx_http_throttle_zone_t *zone = check->zone;
@@ -172,11 +173,46 @@ ngx_http_throttle_lookup(ngx_http_throttle_check_t *check, int64_t now) noexcept
 
         node = (rc < 0) ? node->right : node->left;
     }
+}
+
+void
+ngx_http_throttle_lookup(ngx_http_throttle_check_t *check, int64_t now) noexcept
+{
+    ngx_http_throttle_node_t *tn;
+
+    ngx_http_throttle_find(check, now);
 
     tn = check->node;
     check->decision = throttle::decide(
-        zone->policy, (tn && tn->expire_at > now) ? &tn->state : NULL, now,
-        check->cost);
+        check->zone->policy, (tn && tn->expire_at > now) ? &tn->state : NULL,
+        now, check->cost);
+}
+
+/*
+ * The denial cache of a Redis-backed zone: Redis said the key's TAT is
+ * "tat" (already in this machine's clock, and never later than the truth:
+ * it is measured from when the command was sent). Until then the zone can
+ * reject the key by itself; the TAT only grows, so a local rejection from
+ * it is always one Redis would make too.
+ */
+void
+ngx_http_throttle_cache_tat(ngx_http_throttle_check_t *check, int64_t tat,
+                            int64_t now, ngx_log_t *log) noexcept
+{
+    ngx_shmtx_lock(&check->zone->shpool->mutex);
+
+    ngx_http_throttle_find(check, now);
+
+    check->decision.store = true;
+    check->decision.state = throttle::KeyState{};
+    check->decision.state.words[0] = tat;
+    check->decision.expire_at_us = tat;
+
+    if (tat > now && ngx_http_throttle_reserve(check, now, log) == NGX_OK) {
+        ngx_http_throttle_commit(check);
+    }
+
+    ngx_shmtx_unlock(&check->zone->shpool->mutex);
 }
 
 ngx_int_t

@@ -267,19 +267,20 @@ throttle cost=1;
 
 
 
-=== TEST 30: redis=main is not available in this version
+=== TEST 30: redis= naming no throttle_redis
 --- http_config
 throttle_zone $http_x_key zone=z:1m rate=1r/m redis=main;
 --- must_die
-"redis=main" in "throttle_zone" is not available in this version
+unknown redis=main in "throttle_zone" "z": no "throttle_redis" has that name
 
 
 
 === TEST 31: sync=async is not available in this version
 --- http_config
-throttle_zone $http_x_key zone=z:1m rate=1r/m sync=async;
+throttle_redis main server=127.0.0.1:6379;
+throttle_zone $http_x_key zone=z:1m rate=1r/m redis=main sync=async;
 --- must_die
-"sync=async" in "throttle_zone" is not available in this version
+invalid parameter "sync=async" in "throttle_zone": only "sync=strict" is available in this version
 
 
 

@@ -1,0 +1,77 @@
+/*
+ * The Redis transport: a pool of connections per worker and backend, on
+ * nginx's own event loop (no worker ever blocks), with hiredis as the RESP
+ * codec, nginx's SSL for TLS, and nginx timers for every timeout.
+ */
+
+#ifndef NGX_HTTP_THROTTLE_REDIS_H
+#define NGX_HTTP_THROTTLE_REDIS_H
+
+extern "C" {
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_event.h>
+#include <ngx_event_connect.h>
+}
+
+#include "throttle/scripts.hpp"
+
+struct redisReply;
+
+typedef struct ngx_http_throttle_redis_pool_s ngx_http_throttle_redis_pool_t;
+typedef struct ngx_http_throttle_redis_cmd_s  ngx_http_throttle_redis_cmd_t;
+
+/* A "throttle_redis" backend, as configured. */
+typedef struct {
+    ngx_str_t  name;
+    ngx_url_t  url;
+    ngx_str_t  username;
+    ngx_str_t  password;
+    ngx_int_t  database;
+    ngx_flag_t tls;
+    ngx_flag_t tls_verify;
+    ngx_str_t  tls_trusted_certificate;
+    ngx_str_t  tls_name;
+    ngx_msec_t connect_timeout;
+    ngx_msec_t timeout;
+    ngx_uint_t keepalive;
+    ngx_str_t  prefix;
+#if (NGX_SSL)
+    ngx_ssl_t *ssl;
+#endif
+    ngx_http_throttle_redis_pool_t *pool; /* this worker's */
+} ngx_http_throttle_redis_t;
+
+/*
+ * Called exactly once per command, unless detached first: "reply" is the
+ * script's reply (error replies included), or NULL when Redis could not
+ * answer in time, and then "err" says why. The reply is freed afterwards.
+ */
+typedef void (*ngx_http_throttle_redis_done_pt)(void *data, redisReply *reply,
+                                                const char *err);
+
+/* throttle_redis NAME server=... (http block) */
+char *ngx_http_throttle_redis_directive(ngx_conf_t  *cf,
+                                        ngx_array_t *backends) noexcept;
+
+ngx_int_t ngx_http_throttle_redis_init_worker(
+    ngx_cycle_t *cycle, ngx_http_throttle_redis_t *backend) noexcept;
+void ngx_http_throttle_redis_exit_worker(
+    ngx_http_throttle_redis_t *backend) noexcept;
+
+/*
+ * Runs a script with EVALSHA (EVAL once if Redis lacks it). args[0] is the
+ * key, the rest its ARGV. Returns NULL when the backend cannot take a
+ * command now (backing off after failures): the caller decides at once.
+ * "done" may be NULL for a command whose answer does not matter.
+ */
+ngx_http_throttle_redis_cmd_t *ngx_http_throttle_redis_eval(
+    ngx_http_throttle_redis_t *backend, throttle::ScriptId script,
+    const ngx_str_t *args, ngx_uint_t nargs,
+    ngx_http_throttle_redis_done_pt done, void *data) noexcept;
+
+/* The requester is gone: its reply, when it comes, is dropped. */
+void
+ngx_http_throttle_redis_detach(ngx_http_throttle_redis_cmd_t *cmd) noexcept;
+
+#endif /* NGX_HTTP_THROTTLE_REDIS_H */
