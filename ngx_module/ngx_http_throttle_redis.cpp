@@ -333,6 +333,51 @@ ngx_http_throttle_redis_ready(ngx_http_throttle_redis_conn_t *rc) noexcept
 
 #if (NGX_SSL)
 
+static bool
+ngx_http_throttle_redis_is_address(ngx_str_t *name) noexcept
+{
+#if (NGX_HAVE_INET6)
+    u_char addr6[16];
+
+    if (ngx_inet6_addr(name->data, name->len, addr6) == NGX_OK) {
+        return true;
+    }
+#endif
+
+    return ngx_inet_addr(name->data, name->len) != INADDR_NONE;
+}
+
+/* ngx_ssl_check_host() matches host names; an address (server=127.0.0.1
+ * and no tls_name=) is matched against the certificate's IP entries. */
+static ngx_int_t
+ngx_http_throttle_redis_check_name(ngx_connection_t *c,
+                                   ngx_str_t        *name) noexcept
+{
+    X509  *cert;
+    int    ok;
+    u_char text[NGX_SOCKADDR_STRLEN + 1];
+
+    if (!ngx_http_throttle_redis_is_address(name) || name->len >= sizeof(text))
+    {
+        return ngx_ssl_check_host(c, name);
+    }
+
+#if OPENSSL_VERSION_NUMBER >= 0x30000000L
+    cert = SSL_get1_peer_certificate(c->ssl->connection);
+#else
+    cert = SSL_get_peer_certificate(c->ssl->connection);
+#endif
+    if (cert == NULL) {
+        return NGX_ERROR;
+    }
+
+    ngx_cpystrn(text, name->data, name->len + 1);
+    ok = X509_check_ip_asc(cert, (const char *) text, 0);
+    X509_free(cert);
+
+    return ok == 1 ? NGX_OK : NGX_ERROR;
+}
+
 static void
 ngx_http_throttle_redis_handshaked(ngx_connection_t *c) noexcept
 {
@@ -364,7 +409,7 @@ ngx_http_throttle_redis_handshaked(ngx_connection_t *c) noexcept
 
         name = backend->tls_name.len ? &backend->tls_name : &backend->url.host;
 
-        if (ngx_ssl_check_host(c, name) != NGX_OK) {
+        if (ngx_http_throttle_redis_check_name(c, name) != NGX_OK) {
             ngx_log_error(NGX_LOG_ERR, c->log, 0,
                           "throttle redis \"%V\": certificate does not "
                           "match \"%V\"",
@@ -398,11 +443,7 @@ ngx_http_throttle_redis_start_tls(ngx_http_throttle_redis_conn_t *rc) noexcept
 
     /* SNI takes a host name, not an address */
     if (name->len && name->len < sizeof(sni)
-        && ngx_inet_addr(name->data, name->len) == INADDR_NONE
-#if (NGX_HAVE_INET6)
-        && ngx_inet6_addr(name->data, name->len, sni) != NGX_OK
-#endif
-    )
+        && !ngx_http_throttle_redis_is_address(name))
     {
         ngx_cpystrn(sni, name->data, name->len + 1);
         SSL_set_tlsext_host_name(c->ssl->connection, (char *) sni);
