@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Aggregates bench/run.sh's measurements into a table (stdout) and a
-Markdown file: medians over rounds, ratios to the same round's baseline."""
+Markdown file: medians over rounds, ratios to the same round's baseline,
+Redis commands per request for the strict (Redis-backed) rows, and the
+issue's targets for them."""
 
 import argparse
 import json
@@ -8,13 +10,16 @@ import statistics
 
 BASELINE = "none"
 ORDER = ["none", "limit_req", "throttle_pass", "throttle_pass_noheaders",
-         "throttle_reject"]
+         "strict_pass", "throttle_reject", "strict_reject"]
 NOTES = {
     "none": "static file, no limiting",
     "limit_req": "limit_req, always passes (burst, nodelay)",
     "throttle_pass": "throttle, always passes, RateLimit headers",
     "throttle_pass_noheaders": "as throttle_pass, throttle_headers off",
     "throttle_reject": "throttle, every request rejected: a 429, no file read",
+    "strict_pass": "as throttle_pass, decided by Redis (strict mode)",
+    "strict_reject": "as throttle_reject, Redis-backed: rejected from the "
+                     "denial cache",
 }
 # (numerator, denominator, what it tells)
 PAIRS = [
@@ -23,8 +28,20 @@ PAIRS = [
      "throttle without headers vs limit_req"),
     ("throttle_pass", "throttle_pass_noheaders",
      "cost of the RateLimit headers"),
+    ("strict_pass", "throttle_pass", "strict vs local mode, both passing"),
+    ("strict_reject", "throttle_reject",
+     "strict vs local mode, both rejecting"),
 ]
 DENSITY_TARGET = 8000
+# The issue's targets for strict mode (2 cores shared by wrk, nginx, Redis)
+STRICT_PASS_RATIO = 0.5      # strict_pass >= 0.5 x throttle_pass
+STRICT_REJECT_RATIO = 0.9    # strict_reject >= 0.9 x throttle_reject
+STRICT_REJECT_CMDS = 0.01    # Redis commands per rejected request, at most
+DASH = "\u2014"
+
+
+def optional_int(text):
+    return None if text in (None, "", "-") else int(text)
 
 
 def load_runs(path):
@@ -39,8 +56,26 @@ def load_runs(path):
                 "non2xx": int(row["non2xx"]),
                 "errors": int(row["errors"]),
                 "requests": int(row["requests"]),
+                # strict rows only (None elsewhere, and in older files)
+                "scripts": optional_int(row.get("redis_scripts")),
+                "cmds": optional_int(row.get("redis_cmds")),
+                "other": optional_int(row.get("redis_other")),
             }
     return runs
+
+
+def redis_totals(runs, config):
+    """(EVALSHA+EVAL calls, all commands, other commands, requests) summed
+    over the rounds, or None for a configuration that does not use Redis."""
+    rs = [r for r in runs.get(config, {}).values() if r["scripts"] is not None]
+    if not rs:
+        return None
+    return (sum(r["scripts"] for r in rs), sum(r["cmds"] for r in rs),
+            sum(r["other"] for r in rs), sum(r["requests"] for r in rs))
+
+
+def per_request(count, requests):
+    return "%.4f" % (count / requests) if requests else "-"
 
 
 def ratio(runs, num, den):
@@ -73,12 +108,77 @@ def table(headers, rows, aligns):
     return "\n".join(text), "\n".join(md)
 
 
+def met(ok):
+    return "met" if ok else "NOT met"
+
+
+def round_ratios(runs, num, den):
+    """The per-round ratios whose median ratio() is, as text."""
+    rounds = sorted(set(runs.get(num, {})) & set(runs.get(den, {})), key=int)
+    return ", ".join("%.3f" % (runs[num][r]["rps"] / runs[den][r]["rps"])
+                     for r in rounds if runs[den][r]["rps"] > 0)
+
+
+def strict_targets(runs, connections):
+    """The issue's targets for the strict rows, one sentence each."""
+    out = []
+    x = ratio(runs, "strict_pass", "throttle_pass")
+    if x is not None:
+        out.append("strict_pass / throttle_pass = %.3f (rounds: %s), "
+                   "target >= %.1f: %s"
+                   % (x, round_ratios(runs, "strict_pass", "throttle_pass"),
+                      STRICT_PASS_RATIO, met(x >= STRICT_PASS_RATIO)))
+    redis = redis_totals(runs, "strict_pass")
+    if redis:
+        scripts, cmds, other, requests = redis
+        nruns = len(runs["strict_pass"])
+        # a request cut off when wrk stops may have been sent to Redis but
+        # is not counted by wrk: at most one per connection and run
+        slack = connections * nruns
+        excess = scripts - requests
+        ok = 0 <= excess <= slack and other == 0
+        non2xx = sum(r["non2xx"] for r in runs["strict_pass"].values())
+        out.append(
+            "strict_pass: %s EVALSHA/EVAL per request (%d for %d requests: "
+            "%+d, where up to %d requests in flight when wrk stops may "
+            "count; %d other commands), target exactly 1: %s"
+            % (per_request(scripts, requests), scripts, requests, excess,
+               slack, other, met(ok)))
+        out.append("strict_pass: %d non-2xx (a request Redis did not decide "
+                   "is denied there), target 0: %s" % (non2xx,
+                                                       met(non2xx == 0)))
+    x = ratio(runs, "strict_reject", "throttle_reject")
+    if x is not None:
+        out.append("strict_reject / throttle_reject = %.3f (rounds: %s), "
+                   "target >= %.1f: %s"
+                   % (x, round_ratios(runs, "strict_reject",
+                                      "throttle_reject"),
+                      STRICT_REJECT_RATIO, met(x >= STRICT_REJECT_RATIO)))
+    redis = redis_totals(runs, "strict_reject")
+    if redis:
+        scripts, cmds, other, requests = redis
+        rs = runs["strict_reject"].values()
+        passed = sum(r["requests"] - r["non2xx"] for r in rs)
+        ok = requests > 0 and cmds / requests <= STRICT_REJECT_CMDS
+        out.append(
+            "strict_reject: %s Redis commands per request (%d commands, %d "
+            "of them EVALSHA/EVAL, for %d requests), target <= %.2f: %s"
+            % (per_request(cmds, requests), cmds, scripts, requests,
+               STRICT_REJECT_CMDS, met(ok)))
+        out.append("strict_reject: %d responses were not rejections (a "
+                   "request Redis did not decide passes there), target 0: %s"
+                   % (passed, met(passed == 0)))
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", required=True)
     ap.add_argument("--density")
     ap.add_argument("--markdown", required=True)
     ap.add_argument("--setting", action="append", default=[])
+    ap.add_argument("--connections", type=int, default=0,
+                    help="wrk connections: requests in flight when wrk stops")
     args = ap.parse_args()
 
     runs = load_runs(args.runs)
@@ -88,6 +188,7 @@ def main():
     rows = []
     for c in configs:
         rs = runs[c].values()
+        redis = redis_totals(runs, c)
         rows.append([
             c,
             "%.0f" % statistics.median(r["rps"] for r in rs),
@@ -96,17 +197,29 @@ def main():
             "%d / %d" % (sum(r["non2xx"] for r in rs),
                          sum(r["requests"] for r in rs)),
             "%d" % sum(r["errors"] for r in rs),
+            per_request(redis[0], redis[3]) if redis else DASH,
+            per_request(redis[1], redis[3]) if redis else DASH,
             NOTES.get(c, ""),
         ])
     perf_txt, perf_md = table(
         ["configuration", "req/s", "p99 ms", "vs none", "non-2xx / requests",
-         "socket errors", "what"],
-        rows, "lrrrrrl")
+         "socket errors", "Redis scripts/req", "Redis cmds/req", "what"],
+        rows, "lrrrrrrrl")
+    redis_note = (
+        "Redis scripts/req: EVALSHA + EVAL calls (the commands nginx sends) "
+        "per request wrk counted; Redis cmds/req: all commands Redis "
+        "processed (INFO stats total_commands_processed, less the INFO calls "
+        "reading it), which also counts the TIME, GET and SET each script "
+        "runs inside Redis (4 per request Redis admits, 3 per request it "
+        "rejects). Both from Redis's counters read before and after each "
+        "run, summed over the rounds.")
 
     pair_rows = [["%s / %s" % (n, d), fmt_ratio(ratio(runs, n, d)), what]
                  for n, d, what in PAIRS if n in runs and d in runs]
     pair_txt, pair_md = table(["req/s ratio", "median", "what"], pair_rows,
                               "lrl")
+
+    targets = strict_targets(runs, args.connections)
 
     dens = []
     if args.density:
@@ -135,6 +248,12 @@ def main():
     print(pair_txt)
     print()
     print(medians)
+    if targets:
+        print()
+        print(redis_note)
+        print()
+        print("Strict mode targets:")
+        print("\n".join("  " + t for t in targets))
     if dens_rows:
         print()
         print(dens_txt)
@@ -145,6 +264,11 @@ def main():
     with open(args.markdown, "w") as f:
         f.write("### Throughput and latency\n\n")
         f.write(perf_md + "\n\n" + pair_md + "\n\n" + medians + "\n\n")
+        if targets:
+            f.write(redis_note + "\n\n")
+            f.write("Strict mode targets (2 CPUs shared by wrk, nginx and "
+                    "Redis):\n\n")
+            f.write("\n".join("- " + t for t in targets) + "\n\n")
         if dens_rows:
             f.write("### Keys per MiB of zone\n\n")
             f.write(dens_md + "\n\n")

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Benchmark: throughput and latency of the throttle module against no
-# limiting and against nginx's limit_req, with wrk on loopback; then the
-# number of keys a zone holds per MiB. Measures, never asserts.
+# limiting and against nginx's limit_req, with wrk on loopback, in local and
+# in Redis-backed (strict) mode, with Redis commands per request counted
+# from Redis's own statistics; then the number of keys a zone holds per
+# MiB. Measures, never asserts.
 #
 # Environment (defaults in brackets):
 #   NGINX_BIN [/usr/sbin/nginx]  MODULE [build/ngx_http_throttle_module.so]
@@ -13,9 +15,15 @@
 #   BENCH_NGINX_CPUS []    nginx worker_cpu_affinity (e.g. "auto", "01")
 #   BENCH_WRK_CPUS []      CPUs to pin wrk to with taskset (e.g. "1")
 #   BENCH_DENSITY [1m 4m]  zone sizes for the keys-per-MiB probe ("" skips)
+#   REDIS_SERVER [redis-server]  REDIS_CLI [redis-cli]  for the strict rows;
+#                          a redis-server of its own is started on a free
+#                          loopback port (--save '' --appendonly no) and
+#                          stopped at exit; if the default one is missing,
+#                          it is installed with scripts/deps.sh
 #
 # Output: a table on stdout, the same as Markdown in build/bench/results.md,
-# raw wrk output in build/bench/raw/, nginx logs in build/bench/nginx/logs/.
+# raw wrk output in build/bench/raw/, nginx logs in build/bench/nginx/logs/,
+# Redis's log in build/bench/redis/.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -33,20 +41,38 @@ NGINX_CPUS=${BENCH_NGINX_CPUS-}
 WRK_CPUS=${BENCH_WRK_CPUS-}
 WRK_PIN=
 [ -n "$WRK_CPUS" ] && WRK_PIN="taskset -c $WRK_CPUS"
+REDIS_SERVER=${REDIS_SERVER:-redis-server}
+REDIS_CLI=${REDIS_CLI:-redis-cli}
 
 OUT=$ROOT/build/bench
 PREFIX=$OUT/nginx
 RAW=$OUT/raw
 RUNS=$OUT/runs.tsv
 DENSITY=$OUT/density.jsonl
+REDIS_DIR=$OUT/redis
 
-CONFIGS=(none limit_req throttle_pass throttle_pass_noheaders throttle_reject)
+CONFIGS=(none limit_req throttle_pass throttle_pass_noheaders strict_pass
+         throttle_reject strict_reject)
 
 die() { echo "bench: $*" >&2; exit 1; }
 
 for tool in wrk curl "$PYTHON"; do
     command -v "$tool" >/dev/null || die "$tool is not installed"
 done
+if ! command -v "$REDIS_SERVER" >/dev/null \
+        || ! command -v "$REDIS_CLI" >/dev/null; then
+    if [ "$REDIS_SERVER" = redis-server ] && [ "$REDIS_CLI" = redis-cli ]; then
+        echo "bench: redis-server is not installed; the strict rows need" \
+             "it: installing it (scripts/deps.sh redis-server redis-tools)"
+        "$ROOT/scripts/deps.sh" redis-server redis-tools \
+            || die "could not install redis-server; install it with:" \
+                   "apt-get install redis-server"
+    fi
+    command -v "$REDIS_SERVER" >/dev/null \
+        || die "$REDIS_SERVER is not installed (apt-get install redis-server)"
+    command -v "$REDIS_CLI" >/dev/null \
+        || die "$REDIS_CLI is not installed (apt-get install redis-tools)"
+fi
 [ -x "$NGINX_BIN" ] || die "no nginx binary at $NGINX_BIN"
 [ -f "$MODULE" ] || die "no module at $MODULE (run: make build)"
 case $MODULE in /*) ;; *) MODULE=$(cd "$(dirname "$MODULE")" && pwd)/$(basename "$MODULE") ;; esac
@@ -73,22 +99,82 @@ stop_nginx() {
     rm -f "$pidfile"
 }
 
+# The benchmark's redis-server, a child of this script.
+REDIS_PID=
+stop_redis() {
+    local i
+    [ -n "$REDIS_PID" ] || return 0
+    kill -TERM "$REDIS_PID" 2>/dev/null || true
+    for i in $(seq 100); do
+        kill -0 "$REDIS_PID" 2>/dev/null || break
+        sleep 0.05
+    done
+    kill -KILL "$REDIS_PID" 2>/dev/null || true
+    wait "$REDIS_PID" 2>/dev/null || true
+    REDIS_PID=
+}
+
 cleanup() {
     local f
     stop_nginx "$PREFIX/logs/nginx.pid"
     for f in "$OUT"/density/*/logs/nginx.pid; do
         [ -e "$f" ] && stop_nginx "$f"
     done
+    stop_redis
     return 0
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# --- output -----------------------------------------------------------------
+
+rm -rf "$PREFIX" "$RAW" "$OUT/density" "$REDIS_DIR"
+mkdir -p "$PREFIX"/{conf,html,logs,temp} "$RAW" "$REDIS_DIR"
+chmod 755 "$OUT" "$PREFIX" "$PREFIX/html"
+
+# --- the Redis of the strict rows -------------------------------------------
+
+# Its port is taken before nginx's, so the two cannot collide.
+REDIS_PORT=$(free_port)
+rcli() {
+    "$REDIS_CLI" -h 127.0.0.1 -p "$REDIS_PORT" "$@"
+}
+"$REDIS_SERVER" --bind 127.0.0.1 --port "$REDIS_PORT" --save '' \
+    --appendonly no --daemonize no --dir "$REDIS_DIR" \
+    --logfile "$REDIS_DIR/redis.log" </dev/null >"$REDIS_DIR/redis.out" 2>&1 &
+REDIS_PID=$!
+for i in $(seq 50); do
+    [ "$(rcli PING 2>/dev/null)" = PONG ] && break
+    kill -0 "$REDIS_PID" 2>/dev/null \
+        || die "redis-server exited; see $REDIS_DIR/redis.log, redis.out"
+    [ "$i" -eq 50 ] && die "redis-server did not answer; see $REDIS_DIR/redis.log"
+    sleep 0.1
+done
+REDIS_VERSION=$(rcli INFO server | tr -d '\r' \
+    | awk -F: '$1 == "redis_version" { print $2 }')
+
+# Reads Redis's counters into RC_TOTAL (commands processed, from INFO
+# stats: commands run inside scripts included), RC_INFO (INFO calls),
+# RC_SCRIPTS (EVALSHA + EVAL calls) and RC_NESTED (calls of the commands
+# gcra.lua runs: TIME, GET, SET, DEL), from INFO commandstats. INFO does not
+# count itself in the figures it reports, so the INFO calls between two
+# readings are the difference of RC_INFO.
+redis_counters() {
+    local info
+    info=$(rcli INFO stats commandstats) \
+        || die "redis-cli INFO failed; see $REDIS_DIR/redis.log"
+    read -r RC_TOTAL RC_INFO RC_SCRIPTS RC_NESTED < <(tr -d '\r' <<<"$info" \
+        | awk -F'[:,=]' '
+            $1 == "total_commands_processed"        { total = $2 }
+            $1 == "cmdstat_info"                     { info = $3 }
+            $1 == "cmdstat_evalsha" || $1 == "cmdstat_eval" { scripts += $3 }
+            $1 ~ /^cmdstat_(time|get|set|del)$/     { nested += $3 }
+            END { printf "%s %d %d %d\n", total, info, scripts, nested }')
+    [[ $RC_TOTAL =~ ^[0-9]+$ ]] || die "no total_commands_processed in INFO stats"
+}
+
 # --- the nginx under test ---------------------------------------------------
 
-rm -rf "$PREFIX" "$RAW" "$OUT/density"
-mkdir -p "$PREFIX"/{conf,html,logs,temp} "$RAW"
-chmod 755 "$OUT" "$PREFIX" "$PREFIX/html"
 PORT=$(free_port)
 if [ -n "$NGINX_CPUS" ]; then
     AFFINITY="worker_cpu_affinity $NGINX_CPUS;"
@@ -97,6 +183,7 @@ else
 fi
 sed -e "s|@MODULE@|$MODULE|g" -e "s|@WORKERS@|$WORKERS|g" \
     -e "s|@AFFINITY@|$AFFINITY|g" \
+    -e "s|@REDIS_PORT@|$REDIS_PORT|g" \
     -e "s|@PORT@|$PORT|g" "$BENCH/nginx.conf.in" >"$PREFIX/conf/nginx.conf"
 for c in "${CONFIGS[@]}"; do
     # a small static file, one per location
@@ -126,6 +213,16 @@ for c in none limit_req throttle_pass throttle_pass_noheaders; do
 done
 check throttle_reject 200   # the one request a day
 check throttle_reject 429
+redis_counters
+calls_before=$RC_SCRIPTS
+check strict_pass 200
+check strict_reject 200     # the one request a day, granted by Redis
+check strict_reject 429     # refused by Redis, which fills the denial cache
+redis_counters
+# at least 3 (a first EVALSHA answered NOSCRIPT is followed by an EVAL)
+[ $((RC_SCRIPTS - calls_before)) -ge 3 ] \
+    || die "the strict locations sent $((RC_SCRIPTS - calls_before))" \
+           "EVALSHA/EVAL to Redis for 3 requests, expected at least 3"
 headers=$(curl -s -D - -o /dev/null "http://127.0.0.1:$PORT/throttle_pass")
 grep -qi '^RateLimit-Policy:' <<<"$headers" \
     || die "/throttle_pass sent no RateLimit-Policy"
@@ -136,16 +233,37 @@ fi
 
 # --- throughput and latency -------------------------------------------------
 
-# Runs wrk once; appends "config round req/s p99_ms non2xx errors requests"
-# to $RUNS.
+# Runs wrk once; appends "config round req/s p99_ms non2xx errors requests
+# redis_scripts redis_cmds redis_other" to $RUNS. For the strict_* runs the
+# Redis figures are differences of Redis's counters around the run: EVALSHA
+# + EVAL calls; all commands processed but the INFO calls reading them
+# (which includes the TIME, GET and SET run inside each script); and the
+# commands that are neither (nothing else talks to this Redis: 0 unless
+# the module sends something besides its scripts). "-" for other runs.
 run_wrk() {
     local config=$1 round=$2 duration=$3 raw
+    local t0 i0 s0 n0 cmds redis="-\t-\t-"
     raw=$RAW/$config.$round.txt
+    case $config in strict_*)
+        redis_counters
+        t0=$RC_TOTAL i0=$RC_INFO s0=$RC_SCRIPTS n0=$RC_NESTED
+        ;;
+    esac
     $WRK_PIN wrk -t"$THREADS" -c"$CONNECTIONS" -d"${duration}s" --latency \
         "http://127.0.0.1:$PORT/$config" >"$raw" 2>&1 \
         || die "wrk failed, see $raw"
+    case $config in strict_*)
+        # requests cut off when wrk stopped may still have a command on
+        # its way: let Redis see it before reading the counters
+        sleep 0.2
+        redis_counters
+        cmds=$((RC_TOTAL - t0 - (RC_INFO - i0)))
+        redis=$(printf '%d\t%d\t%d' $((RC_SCRIPTS - s0)) "$cmds" \
+                $((cmds - (RC_SCRIPTS - s0) - (RC_NESTED - n0))))
+        ;;
+    esac
     [ "$round" = warmup ] && return 0
-    awk -v config="$config" -v round="$round" '
+    awk -v config="$config" -v round="$round" -v redis="$redis" '
         function ms(v) {
             if (v ~ /us$/) return v / 1000
             if (v ~ /ms$/) return v + 0
@@ -163,12 +281,12 @@ run_wrk() {
         }
         END {
             if (rps == "" || p99 == "") exit 1
-            printf "%s\t%s\t%s\t%.3f\t%d\t%d\t%d\n", config, round, rps,
-                   p99, non2xx, errors, requests
+            printf "%s\t%s\t%s\t%.3f\t%d\t%d\t%d\t%s\n", config, round, rps,
+                   p99, non2xx, errors, requests, redis
         }' "$raw" >>"$RUNS" || die "could not parse $raw"
 }
 
-printf 'config\tround\trps\tp99_ms\tnon2xx\terrors\trequests\n' >"$RUNS"
+printf 'config\tround\trps\tp99_ms\tnon2xx\terrors\trequests\tredis_scripts\tredis_cmds\tredis_other\n' >"$RUNS"
 # wrk and nginx share the machine with whatever else runs: say how busy it is
 LOAD_BEFORE=$(cut -d' ' -f1 /proc/loadavg)
 if awk -v l="$LOAD_BEFORE" -v n="$(nproc)" 'BEGIN { exit !(l > n * 0.75) }'; then
@@ -184,11 +302,26 @@ done
 for round in $(seq "$ROUNDS"); do
     for c in "${CONFIGS[@]}"; do
         run_wrk "$c" "$round" "$DURATION"
-        tail -n 1 "$RUNS" | awk -F'\t' '{ printf "  round %s  %-24s %10.0f req/s  p99 %7.3f ms  non-2xx %d\n", $2, $1, $3, $4, $5 }'
+        tail -n 1 "$RUNS" | awk -F'\t' '{
+            printf "  round %s  %-24s %10.0f req/s  p99 %7.3f ms  non-2xx %d",
+                   $2, $1, $3, $4, $5
+            if ($8 != "-")
+                printf "  Redis: %d EVALSHA/EVAL, %.4f commands/request",
+                       $8, $9 / $7
+            printf "\n" }'
     done
 done
 LOAD_AFTER=$(cut -d' ' -f1 /proc/loadavg)
 stop_nginx "$PREFIX/logs/nginx.pid"
+stop_redis
+# Redis failures (timeouts, error replies) are logged at "error"
+NGINX_ERRORS=$(grep -cE '\[(error|crit|alert|emerg)\]' "$PREFIX/logs/error.log" || true)
+if [ "$NGINX_ERRORS" -gt 0 ]; then
+    echo "bench: note: $NGINX_ERRORS lines at error level or above in" \
+         "$PREFIX/logs/error.log, e.g.:"
+    grep -E '\[(error|crit|alert|emerg)\]' "$PREFIX/logs/error.log" \
+        | head -n 3 | sed 's/^/  /'
+fi
 
 # --- keys per MiB -----------------------------------------------------------
 
@@ -214,9 +347,11 @@ WRK_VERSION=$( (wrk -v 2>&1 || true) | awk 'NR == 1 { print $2 }')
 
 "$PYTHON" "$BENCH/report.py" \
     --runs "$RUNS" --density "$DENSITY" --markdown "$OUT/results.md" \
+    --connections "$CONNECTIONS" \
     --setting "nginx: $NGINX_VERSION, worker_processes $WORKERS, keepalive, access_log off" \
     --setting "wrk $WRK_VERSION: -t$THREADS -c$CONNECTIONS -d${DURATION}s --latency, $ROUNDS rounds, loopback" \
-    --setting "hardware: $(nproc) CPUs, ${CPU_MODEL:-unknown CPU}, Linux $(uname -r); load average $LOAD_BEFORE before, $LOAD_AFTER after (wrk and nginx included)"
+    --setting "redis: $REDIS_VERSION, on loopback, --save '' --appendonly no; throttle_redis defaults (timeout 50ms, keepalive 2 per worker); nginx error log: $NGINX_ERRORS lines at error or above" \
+    --setting "hardware: $(nproc) CPUs, ${CPU_MODEL:-unknown CPU}, Linux $(uname -r); load average $LOAD_BEFORE before, $LOAD_AFTER after (wrk, nginx and Redis included)"
 
 echo
 echo "bench: Markdown table in $OUT/results.md; raw wrk output in $RAW/"
