@@ -57,9 +57,11 @@ struct ngx_http_throttle_redis_cmd_s {
     ngx_http_throttle_redis_done_pt done;
     void                           *data;
     ngx_msec_t                      deadline;
+    ngx_msec_t                      timeout;
     const char                     *what; /* set for setup commands */
     throttle::ScriptId              script;
     unsigned                        sent_source : 1;
+    ngx_uint_t                      nkeys;
     ngx_uint_t                      nargs;
     ngx_str_t                       args[1];
 };
@@ -147,30 +149,51 @@ ngx_http_throttle_redis_append(ngx_http_throttle_redis_conn_t *rc, int argc,
     return NGX_OK;
 }
 
-/* EVALSHA sha 1 key argv... or, when Redis has lost the script, EVAL. */
+/* EVALSHA sha nkeys keys... argv... or, when Redis has lost the script,
+ * EVAL with its source. */
 static ngx_int_t
 ngx_http_throttle_redis_append_eval(ngx_http_throttle_redis_conn_t *rc,
                                     ngx_http_throttle_redis_cmd_t *cmd) noexcept
 {
     const throttle::Script &script = throttle::script(cmd->script);
-    const char             *argv[16];
-    size_t                  argvlen[16];
+    const char             *argv_small[16], **argv = argv_small;
+    size_t                  argvlen_small[16], *argvlen = argvlen_small;
+    size_t                  argc = 3 + cmd->nargs;
+    u_char                  nkeys[NGX_INT_T_LEN];
     ngx_uint_t              i;
+    ngx_int_t               rc_append;
+
+    if (argc > 16) {
+        /* a batch of async syncs */
+        argv = (const char **) ngx_alloc(argc * sizeof(char *), rc->pool->log);
+        argvlen = (size_t *) ngx_alloc(argc * sizeof(size_t), rc->pool->log);
+        if (argv == NULL || argvlen == NULL) {
+            ngx_free(argv);
+            ngx_free(argvlen);
+            return NGX_ERROR;
+        }
+    }
 
     argv[0] = cmd->sent_source ? "EVAL" : "EVALSHA";
     argvlen[0] = ngx_strlen(argv[0]);
     argv[1] = cmd->sent_source ? script.source.data() : script.sha1.data();
     argvlen[1] = cmd->sent_source ? script.source.size() : script.sha1.size();
-    argv[2] = "1";
-    argvlen[2] = 1;
+    argv[2] = (const char *) nkeys;
+    argvlen[2] = ngx_sprintf(nkeys, "%ui", cmd->nkeys) - nkeys;
 
     for (i = 0; i < cmd->nargs; i++) {
         argv[3 + i] = (const char *) cmd->args[i].data;
         argvlen[3 + i] = cmd->args[i].len;
     }
 
-    return ngx_http_throttle_redis_append(rc, (int) (3 + cmd->nargs), argv,
-                                          argvlen);
+    rc_append = ngx_http_throttle_redis_append(rc, (int) argc, argv, argvlen);
+
+    if (argv != argv_small) {
+        ngx_free(argv);
+        ngx_free(argvlen);
+    }
+
+    return rc_append;
 }
 
 static void
@@ -228,7 +251,8 @@ ngx_http_throttle_redis_cmd(ngx_http_throttle_redis_pool_t *pool,
 
     cmd = new (p) ngx_http_throttle_redis_cmd_t();
     cmd->nargs = nargs;
-    cmd->deadline = ngx_current_msec + pool->backend->timeout;
+    cmd->timeout = pool->backend->timeout;
+    cmd->deadline = ngx_current_msec + cmd->timeout;
 
     /* the arguments are kept to resend the command as EVAL */
     p = (u_char *) &cmd->args[nargs > 0 ? nargs : 1];
@@ -701,7 +725,7 @@ ngx_http_throttle_redis_dispatch(ngx_http_throttle_redis_conn_t *rc,
     {
         /* Redis restarted or SCRIPT FLUSH: EVAL puts the script back */
         cmd->sent_source = 1;
-        cmd->deadline = ngx_current_msec + rc->pool->backend->timeout;
+        cmd->deadline = ngx_current_msec + cmd->timeout;
 
         if (ngx_http_throttle_redis_append_eval(rc, cmd) == NGX_OK) {
             ngx_queue_insert_tail(&rc->sent, &cmd->queue);
@@ -800,7 +824,8 @@ ngx_http_throttle_redis_read_handler(ngx_event_t *ev) noexcept
 ngx_http_throttle_redis_cmd_t *
 ngx_http_throttle_redis_eval(ngx_http_throttle_redis_t *backend,
                              throttle::ScriptId script, const ngx_str_t *args,
-                             ngx_uint_t                      nargs,
+                             ngx_uint_t nkeys, ngx_uint_t nargs,
+                             ngx_msec_t                      timeout,
                              ngx_http_throttle_redis_done_pt done,
                              void                           *data) noexcept
 {
@@ -808,7 +833,7 @@ ngx_http_throttle_redis_eval(ngx_http_throttle_redis_t *backend,
     ngx_http_throttle_redis_conn_t *rc;
     ngx_http_throttle_redis_pool_t *pool = backend->pool;
 
-    if (pool == NULL || nargs > 12) {
+    if (pool == NULL || nkeys == 0 || nkeys > nargs) {
         return NULL;
     }
 
@@ -832,8 +857,14 @@ ngx_http_throttle_redis_eval(ngx_http_throttle_redis_t *backend,
     }
 
     cmd->script = script;
+    cmd->nkeys = nkeys;
     cmd->done = done;
     cmd->data = data;
+
+    if (timeout) {
+        cmd->timeout = timeout;
+        cmd->deadline = ngx_current_msec + timeout;
+    }
 
     if (ngx_http_throttle_redis_append_eval(rc, cmd) != NGX_OK) {
         ngx_free(cmd);

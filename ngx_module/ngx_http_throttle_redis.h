@@ -60,15 +60,17 @@ void ngx_http_throttle_redis_exit_worker(
     ngx_http_throttle_redis_t *backend) noexcept;
 
 /*
- * Runs a script with EVALSHA (EVAL once if Redis lacks it). args[0] is the
- * key, the rest its ARGV. Returns NULL when the backend cannot take a
- * command now (backing off after failures): the caller decides at once.
- * "done" may be NULL for a command whose answer does not matter.
+ * Runs a script with EVALSHA (EVAL once if Redis lacks it): args[0..nkeys)
+ * are its KEYS, the rest its ARGV. "timeout" is how long the reply may take
+ * (0: the backend's). Returns NULL when the backend cannot take a command
+ * now (backing off after failures): the caller decides at once. "done" may
+ * be NULL for a command whose answer does not matter.
  */
 ngx_http_throttle_redis_cmd_t *ngx_http_throttle_redis_eval(
     ngx_http_throttle_redis_t *backend, throttle::ScriptId script,
-    const ngx_str_t *args, ngx_uint_t nargs,
-    ngx_http_throttle_redis_done_pt done, void *data) noexcept;
+    const ngx_str_t *args, ngx_uint_t nkeys, ngx_uint_t nargs,
+    ngx_msec_t timeout, ngx_http_throttle_redis_done_pt done,
+    void *data) noexcept;
 
 /* The requester is gone: its reply, when it comes, is dropped. */
 void

@@ -148,7 +148,7 @@ ngx_http_throttle_strict_send(ngx_http_throttle_ctx_t *ctx) noexcept
 
         check->sent_at = throttle::monotonic_now_us();
         check->cmd = ngx_http_throttle_redis_eval(
-            zone->redis, throttle::ScriptId::gcra, args, 5,
+            zone->redis, throttle::ScriptId::gcra, args, 1, 5, 0,
             ngx_http_throttle_strict_done, check);
 
         if (check->cmd) {
@@ -204,7 +204,8 @@ ngx_http_throttle_strict_settle(ngx_http_throttle_ctx_t *ctx,
             continue;
         }
 
-        (void) ngx_http_throttle_redis_eval(
-            zone->redis, throttle::ScriptId::gcra_refund, args, 3, NULL, NULL);
+        (void) ngx_http_throttle_redis_eval(zone->redis,
+                                            throttle::ScriptId::gcra_refund,
+                                            args, 1, 3, 0, NULL, NULL);
     }
 }

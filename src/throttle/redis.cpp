@@ -45,11 +45,18 @@ malformed(const char *what) noexcept
 
 size_t
 format_redis_key(char *out, std::string_view prefix, std::string_view zone,
-                 const ZoneKey &key) noexcept
+                 const ZoneKey &key, HashTag tag) noexcept
 {
     char *p = append(out, prefix);
-    p = append(p, zone);
-    p = append(p, ":{");
+
+    if (tag == HashTag::zone) {
+        *p++ = '{';
+        p = append(p, zone);
+        p = append(p, "}:");
+    } else {
+        p = append(p, zone);
+        p = append(p, ":{");
+    }
 
     bool plain = !key.hashed();
     for (size_t i = 0; plain && i < key.size(); i++) {
@@ -63,7 +70,10 @@ format_redis_key(char *out, std::string_view prefix, std::string_view zone,
         p = append_hex(p, key.data(), key.size());
     }
 
-    *p++ = '}';
+    if (tag == HashTag::key) {
+        *p++ = '}';
+    }
+
     return static_cast<size_t>(p - out);
 }
 
@@ -111,6 +121,32 @@ decode_gcra_reply(const redisReply *reply) noexcept
     r.result.reset_after_us = v[3];
     r.result.retry_after_us = v[4];
     return r;
+}
+
+const char *
+decode_sync_reply(const redisReply *reply, size_t n, int64_t *ttls) noexcept
+{
+    if (reply == nullptr) {
+        return "no reply";
+    }
+
+    if (reply->type == REDIS_REPLY_ERROR) {
+        return reply->str;
+    }
+
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != n) {
+        return "unexpected reply to the sync script: wrong length";
+    }
+
+    for (size_t i = 0; i < n; i++) {
+        const redisReply *e = reply->element[i];
+        if (e->type != REDIS_REPLY_INTEGER || e->integer < 0) {
+            return "unexpected reply to the sync script: not a time to live";
+        }
+        ttls[i] = e->integer;
+    }
+
+    return nullptr;
 }
 
 } // namespace throttle

@@ -7,6 +7,7 @@
 #include "throttle/result.hpp"
 
 #include <cstddef>
+#include <cstdint>
 #include <string_view>
 
 struct redisReply;
@@ -20,14 +21,21 @@ max_redis_key_len(size_t prefix_len, size_t zone_len) noexcept
     return prefix_len + zone_len + 3 + 1 + 2 * kMaxInlineKeyLen;
 }
 
-// "<prefix><zone>:{<key>}". The key is the hash tag, so a zone's scripts
-// touch one slot of a Redis Cluster. It is written as it is when made of
-// [A-Za-z0-9] and "-_.:@/=+"; otherwise as "~" and its hex digits, or as
-// "#" and the hex digits of its digest for a long key. Neither marker can
-// start a plain key, so distinct keys keep distinct names, and no "{" or
-// "}" in a key can move the hash tag.
+// Which part of a key's name is its hash tag, so that every script touches
+// one slot of a Redis Cluster. Strict mode tags the key, spreading a zone's
+// keys over the cluster; async mode tags the zone, so one script can sync
+// many keys of a zone at once.
+enum class HashTag { key, zone };
+
+// "<prefix><zone>:{<key>}" (HashTag::key) or "<prefix>{<zone>}:<key>"
+// (HashTag::zone). The key is written as it is when made of [A-Za-z0-9]
+// and "-_.:@/=+"; otherwise as "~" and its hex digits, or as "#" and the
+// hex digits of its digest for a long key. Neither marker can start a
+// plain key, so distinct keys keep distinct names, and no "{" or "}" in a
+// key can move the hash tag.
 size_t format_redis_key(char *out, std::string_view prefix,
-                        std::string_view zone, const ZoneKey &key) noexcept;
+                        std::string_view zone, const ZoneKey &key,
+                        HashTag tag = HashTag::key) noexcept;
 
 struct ScriptReply {
     enum Kind { ok, noscript, error } kind = error;
@@ -40,5 +48,20 @@ struct ScriptReply {
 // Reads gcra.lua's reply: {limited, limit, remaining, reset_after_us,
 // retry_after_us}. Anything else is an error, never a decision.
 ScriptReply decode_gcra_reply(const redisReply *reply) noexcept;
+
+// Reads gcra_sync.lua's reply for n keys into ttls[0..n): null on success,
+// else what was wrong (Redis's message points into the reply).
+const char *decode_sync_reply(const redisReply *reply, size_t n,
+                              int64_t *ttls) noexcept;
+
+// Async mode: a key's TAT in this node's clock after a sync. Redis said the
+// TAT was "global_ttl_us" ahead of its clock when it ran the batch sent at
+// "sent_at_us"; the node has charged "pending_units" more since.
+constexpr int64_t
+synced_tat(int64_t sent_at_us, int64_t global_ttl_us,
+           int64_t emission_interval_us, int64_t pending_units) noexcept
+{
+    return sent_at_us + global_ttl_us + emission_interval_us * pending_units;
+}
 
 } // namespace throttle

@@ -6,7 +6,7 @@
 
 namespace throttle {
 
-enum class ScriptId { gcra, gcra_refund };
+enum class ScriptId { gcra, gcra_refund, gcra_sync };
 
 struct Script {
     std::string_view name;

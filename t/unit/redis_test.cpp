@@ -14,11 +14,12 @@ namespace throttle {
 namespace {
 
 std::string
-key_name(std::string_view prefix, std::string_view zone, const std::string &k)
+key_name(std::string_view prefix, std::string_view zone, const std::string &k,
+         HashTag tag = HashTag::key)
 {
     ZoneKey key(reinterpret_cast<const unsigned char *>(k.data()), k.size());
     std::vector<char> buf(max_redis_key_len(prefix.size(), zone.size()));
-    size_t            n = format_redis_key(buf.data(), prefix, zone, key);
+    size_t            n = format_redis_key(buf.data(), prefix, zone, key, tag);
     EXPECT_LE(n, buf.size());
     return {buf.data(), n};
 }
@@ -40,6 +41,16 @@ TEST(RedisKey, OddBytesAreHexAndCannotMoveTheHashTag)
     // encoding of another key
     EXPECT_EQ(key_name("t:", "z", "~61"), "t:z:{~7e3631}");
     EXPECT_NE(key_name("t:", "z", "a"), key_name("t:", "z", "~61"));
+}
+
+TEST(RedisKey, AsyncZonesTagTheZone)
+{
+    EXPECT_EQ(key_name("throttle:", "reply", "alice", HashTag::zone),
+              "throttle:{reply}:alice");
+    EXPECT_EQ(key_name("t:", "z", "a}b{", HashTag::zone), "t:{z}:~617d627b");
+    std::string longest(kMaxInlineKeyLen, '\xff');
+    EXPECT_EQ(key_name("p:", "zone", longest, HashTag::zone).size(),
+              max_redis_key_len(2, 4));
 }
 
 TEST(RedisKey, LongKeysUseTheirDigest)
@@ -113,6 +124,31 @@ TEST(GcraReply, ErrorsAreNeverDecisions)
     EXPECT_EQ(decode_gcra_reply(nullptr).kind, ScriptReply::error);
 }
 
+TEST(SyncReply, TimesToLive)
+{
+    int64_t ttls[3] = {-1, -1, -1};
+    Reply   r = parse("*3\r\n:0\r\n:2000000\r\n:17\r\n");
+    EXPECT_EQ(decode_sync_reply(r.get(), 3, ttls), nullptr);
+    EXPECT_EQ(ttls[0], 0);
+    EXPECT_EQ(ttls[1], 2'000'000);
+    EXPECT_EQ(ttls[2], 17);
+
+    EXPECT_NE(decode_sync_reply(r.get(), 2, ttls), nullptr); // wrong length
+    Reply neg = parse("*1\r\n:-5\r\n");
+    EXPECT_NE(decode_sync_reply(neg.get(), 1, ttls), nullptr);
+    Reply err = parse("-BUSY Redis is busy running a script\r\n");
+    EXPECT_EQ(std::string(decode_sync_reply(err.get(), 1, ttls)).substr(0, 4),
+              "BUSY");
+    EXPECT_NE(decode_sync_reply(nullptr, 1, ttls), nullptr);
+}
+
+TEST(SyncReply, MergedViewAddsWhatWasChargedSince)
+{
+    // batch sent at 10 s; Redis: TAT 3 s ahead; 2 more units at T = 0.5 s
+    EXPECT_EQ(synced_tat(10'000'000, 3'000'000, 500'000, 2), 14'000'000);
+    EXPECT_EQ(synced_tat(10'000'000, 0, 500'000, 0), 10'000'000);
+}
+
 TEST(Scripts, EmbeddedWithTheirSha1)
 {
     const Script &gcra = script(ScriptId::gcra);
@@ -121,6 +157,7 @@ TEST(Scripts, EmbeddedWithTheirSha1)
     EXPECT_EQ(gcra.sha1.size(), 40u);
     EXPECT_EQ(script(ScriptId::gcra_refund).name, "gcra_refund");
     EXPECT_NE(script(ScriptId::gcra_refund).sha1, gcra.sha1);
+    EXPECT_EQ(script(ScriptId::gcra_sync).name, "gcra_sync");
 }
 
 } // namespace
