@@ -37,7 +37,8 @@ ThrottleTest - data-driven integration tests for ngx_http_throttle_module
 Run with C<TEST_NGINX_BINARY=/usr/sbin/nginx
 TEST_THROTTLE_MODULE=build/ngx_http_throttle_module.so prove -I t/lib t/*.t>
 (C<make integration>). C<TEST_THROTTLE_TIMEOUT> (default 5) bounds every
-wait in seconds.
+wait in seconds. C<TEST_THROTTLE_KEEP_LOGS=DIR> keeps the error.log (and
+Redis logs) of every block that had a failure in DIR.
 
 =head1 WHAT EACH BLOCK GETS
 
@@ -102,14 +103,25 @@ The requests to send, in order, and what each must get back:
       body: text                       body, exact (one final \n ignored)
       body ~ regex                     body matching a regex
       todo: reason                     this request's checks are TODO
+      time < SECONDS                   answered (connect to last byte) in
+                                       less than SECONDS
     keepalive {                        the requests up to "}" go on ONE
       ...                              connection (Connection: keep-alive);
     }                                  otherwise each has its own
     sleep SECONDS                      pause (keep it short)
+    perl: CODE                         Perl run between requests (below)
+    perl {                             the same over several lines, up to
+      CODE                             a line that is exactly "}"
+    }
     parallel N [METHOD] /uri => 200 x20, 429 x30
       > Name: value                    N connections at once, N requests
                                        sent, then the responses read;
                                        checks how many got each status
+
+A request line may end with C<poll SECONDS> (C<GET /a.txt =E<gt> 200 poll
+5>): the request is sent again every 0.1 s until its status and checks
+all hold, for at most SECONDS; then the last response is checked as
+usual (for "the module recovers" checks; each try is a real request).
 
 Checked headers must appear exactly once. Each request yields one test
 for the status and one per check, named after the block, the request
@@ -151,6 +163,31 @@ reload must succeed.
 Requests (same syntax) sent after the reload, whether it succeeded or
 was refused.
 
+=item redis
+
+Servers to start before nginx (and stop after it), one per line; their
+ports replace C<$TEST_REDIS_PORT> (first line), C<$TEST_REDIS_PORT_2>,
+C<$TEST_REDIS_PORT_3>... in the configuration sections:
+
+    redis                              a real redis-server (RedisServer.pm)
+    redis: requirepass s; user a on >p ~* &* +@all
+                                       the same, with redis.conf lines
+                                       (separated by ";")
+    tls                                TLS only (--port 0 --tls-port P); a
+    tls: CONF; CONF                    CA and a localhost/127.0.0.1 cert;
+                                       $TEST_REDIS_TLS_DIR is the directory
+                                       of the first one's ca.pem,
+                                       other-ca.pem (an unrelated CA)
+    fake garbage                       a TCP server answering non-RESP bytes
+    fake silent                        one that accepts and never answers
+    fake ok                            one answering +OK to every command
+    fake short                         +OK, but a 2-element array to
+                                       EVALSHA / EVAL
+    closed                             a port where nothing listens
+
+Each is killed at the end of the block (and by END blocks if the test
+dies). Perl steps see them as C<$redis>, C<$redis2>, C<@redis>.
+
 =item todo
 
 C<--- todo: reason>: every test of the block is TODO (a known module
@@ -159,6 +196,54 @@ message checks. A C<todo: reason> line under a request makes only that
 request's checks TODO.
 
 =back
+
+=head1 PERL STEPS
+
+A C<perl> step runs in package C<ThrottleTest::Step> with strict,
+warnings, Test::More and Time::HiRes's C<time> and C<sleep>. It sees:
+
+    $name            the block's name (prefix your test names with it)
+    $redis, $redis2, @redis   the --- redis servers (RedisServer objects:
+                     cmd, calls, pause, resume, restart, stop, kill_hard...)
+    $nginx           { port, prefix, log, master, conf }
+    %stash           a hash kept across the steps of the block
+    request('GET /a.txt', 'X-Key' => 'alice')
+                     one request on its own connection; returns { status,
+                     headers => { lc name => [values] }, body, elapsed,
+                     error }; header($res, 'Name') gives the first value
+    parallel_requests(N, 'GET /a.txt', 'X-Key' => 'alice')
+                     N connections, N requests written at once, then N
+                     responses read; a list of responses, {elapsed} counted
+                     from the writes
+    error_log()      error.log as it is now
+    error_lines()    its lines at [warn] or worse
+    flood(SECONDS, BATCH, 'GET /a.txt', 'key-')
+                     BATCH requests at once, X-Key key-0, key-1...,
+                     again and again for SECONDS; returns { total, took,
+                     max (slowest), status => { X-Status value => count } }
+    log_rate_ok($name, $flood, $todo)
+                     error.log after a flood: logged, not per request, and
+                     about once a second per worker ($todo: that check TODO)
+    reload()         nginx -s reload, waits as reload_* does; true if it
+                     succeeded
+    wait_until(SECONDS, sub { ... })   polls every 20 ms; the last result
+
+C<our $TODO> works (C<local $TODO = 'reason';>). A step that dies is a
+failed test named after the step.
+
+=head1 FUNCTIONS FOR PLAIN SCRIPTS
+
+For tests that are not blocks (two nginx instances, say):
+
+    my $n = start_instance(http_config => ..., config => ...,
+                           main_config => ...,     # dies if nginx fails
+                           redis_servers => [$r]); # for $TEST_REDIS_PORT
+    my $res = http_request($n, 'GET /a.txt', 'X-Key' => 'a');
+    my @res = http_parallel($n, 20, 'GET /a.txt', 'X-Key' => 'a');
+    my $log = stop_instance($n);                   # error.log text
+
+C<require_redis_module()> skips the whole file when the module does not
+know C<throttle_redis> yet, and fails it when redis-server is missing.
 
 =cut
 
@@ -176,8 +261,10 @@ use POSIX qw(WNOHANG);
 use Test::Base ();    # only its data-block parser; assertions: Test::More
 use Test::More;
 use Time::HiRes qw(sleep time);
+use RedisServer;
 
-our @EXPORT = qw(run_blocks);
+our @EXPORT = qw(run_blocks start_instance stop_instance http_request
+                 http_parallel require_redis_module);
 
 my $NGINX  = $ENV{TEST_NGINX_BINARY} || '/usr/sbin/nginx';
 my $MODULE = $ENV{TEST_THROTTLE_MODULE}
@@ -240,7 +327,7 @@ my %KNOWN = map { $_ => 1 } qw(
     main_config http_config config user_files requests
     must_die error_log no_error_log todo distinct
     reload_main_config reload_http_config reload_config
-    reload_fails requests_after_reload
+    reload_fails requests_after_reload redis
     ONLY SKIP LAST
 );
 
@@ -258,6 +345,15 @@ sub run_block {
 
     my $env = setup_prefix($sec);
 
+    if (defined $sec->{redis}) {
+        unless (eval { start_redis($env, $sec->{redis}); 1 }) {
+            fail("$name: redis servers start");
+            diag($@);
+            stop_redis($env);
+            return;
+        }
+    }
+
     if (defined $sec->{must_die}) {
         check_must_die($name, $env, $sec);
     } else {
@@ -266,6 +362,8 @@ sub run_block {
         run_server_block($name, $env, $sec);
         $builder->todo_end if defined $sec->{todo};
     }
+
+    stop_redis($env);
 
     # File::Temp removes the directory when $env->{dir} goes out of scope
 }
@@ -333,7 +431,51 @@ sub expand {
     $text =~ s/\$TEST_NGINX_PORT\b/$env->{port}/g;
     $text =~ s/\$TEST_NGINX_PREFIX\b/$env->{prefix}/g;
     $text =~ s/\$TEST_NGINX_HTML_DIR\b/$env->{prefix}\/html/g;
+    my @redis = @{ $env->{redis} || [] };
+    $text =~ s{\$TEST_REDIS_PORT(?:_(\d+))?\b}{
+        my $i = ($1 // 1) - 1;
+        $redis[$i] ? $redis[$i]->port
+                   : die "\$TEST_REDIS_PORT" . ($1 ? "_$1" : '')
+                         . ": no such server in --- redis\n";
+    }ge;
+    if ($text =~ /\$TEST_REDIS_TLS_DIR\b/) {
+        my ($tls) = grep { $_->can('tls') && $_->tls } @redis;
+        die "\$TEST_REDIS_TLS_DIR: no tls server in --- redis\n" unless $tls;
+        my $dir = $tls->tls->{dir};
+        $text =~ s/\$TEST_REDIS_TLS_DIR\b/$dir/g;
+    }
     return $text;
+}
+
+# ---------------------------------------------------------------------------
+# Redis servers of a block (--- redis)
+
+sub start_redis {
+    my ($env, $text) = @_;
+    $env->{redis} = [];
+    for my $line (split /\n/, $text) {
+        next if $line =~ /^\s*(#|$)/;
+        $line =~ s/^\s+|\s+$//g;
+        my $server;
+        if ($line =~ /^(redis|tls)(?:\s*:\s*(.*))?$/) {
+            my @conf = grep { length } map { s/^\s+|\s+$//gr }
+                       split /;/, $2 // '';
+            $server = RedisServer->start(conf => \@conf,
+                                         tls  => $1 eq 'tls');
+        } elsif ($line =~ /^fake\s+(\w+)$/) {
+            $server = RedisServer::Fake->start($1);
+        } elsif ($line eq 'closed') {
+            $server = RedisServer::Closed->new;
+        } else {
+            die "--- redis: cannot parse line: $line\n";
+        }
+        push @{ $env->{redis} }, $server;
+    }
+}
+
+sub stop_redis {
+    my ($env) = @_;
+    $_->stop for @{ delete $env->{redis} || [] };
 }
 
 sub write_config {
@@ -576,6 +718,7 @@ sub check_must_die {
 
 sub run_server_block {
     my ($name, $env, $sec) = @_;
+    my $failures_before = failures();
 
     write_config($env, $sec->{main_config}, $sec->{http_config},
                  $sec->{config});
@@ -586,6 +729,7 @@ sub run_server_block {
         stop_nginx($master) if $master;
         return;
     }
+    $env->{master} = $master;
 
     run_requests($name, $env, $sec->{requests}) if defined $sec->{requests};
 
@@ -634,6 +778,7 @@ sub run_server_block {
     ok(stop_nginx($master), "$name: nginx stops gracefully");
 
     my $log = read_file($env->{log});
+    keep_logs($name, $env, $log) if failures() > $failures_before;
 
     unlike($log, qr/exited on signal|\[alert\]|\[crit\]/,
            "$name: no crash, alert or crit in error.log");
@@ -648,6 +793,34 @@ sub run_server_block {
            "$name: error.log has no " . pattern_desc($pat))
             or diag(tail_log($log));
     }
+}
+
+# Tests failed so far (TODO failures excluded).
+sub failures {
+    my @d = Test::More->builder->details;
+    return scalar grep { !$_->{ok} } @d;
+}
+
+# TEST_THROTTLE_KEEP_LOGS=DIR: a block with a failure leaves a copy of its
+# error.log (and its Redis servers' logs) in DIR.
+sub keep_logs {
+    my ($name, $env, $log) = @_;
+    my $dir = $ENV{TEST_THROTTLE_KEEP_LOGS} or return;
+    make_path($dir);
+    (my $base = "$0 $name") =~ s/[^A-Za-z0-9_.-]+/_/g;
+    $base = substr $base, 0, 120;
+    open my $fh, '>', "$dir/$base.error.log" or return;
+    print $fh $log;
+    close $fh;
+    my $i = 0;
+    for my $r (@{ $env->{redis} || [] }) {
+        $i++;
+        next unless $r->can('log');
+        open my $rf, '>', "$dir/$base.redis$i.log" or next;
+        print $rf $r->log;
+        close $rf;
+    }
+    diag("logs kept in $dir/$base.*");
 }
 
 sub tail_log {
@@ -731,8 +904,17 @@ sub parse_requests {
     my $group;    # open keepalive group
     my $cur;      # request that indented lines attach to
     my $n = 0;
+    my $perl;     # open perl { ... } step
 
     for my $line (split /\n/, $text) {
+        if ($perl) {
+            if ($line =~ /^\}\s*$/) {
+                $perl = undef;
+            } else {
+                $perl->{code} .= "$line\n";
+            }
+            next;
+        }
         next if $line =~ /^\s*(#.*)?$/;
 
         if ($line =~ /^\s/) {
@@ -742,6 +924,8 @@ sub parse_requests {
                 push @{ $cur->{send} }, [$1, $2];
             } elsif ($line =~ /^todo\s*:\s*(.+)$/) {
                 $cur->{todo} = $1;
+            } elsif ($line =~ /^time\s*<\s*([\d.]+)$/) {
+                push @{ $cur->{checks} }, { time_lt => $1 };
             } elsif ($line =~ /^no\s+(\S+)$/) {
                 push @{ $cur->{checks} }, { header => $1, absent => 1 };
             } elsif ($line =~ /^body\s*:\s?(.*)$/) {
@@ -771,6 +955,13 @@ sub parse_requests {
         } elsif ($line =~ /^sleep\s+([\d.]+)$/) {
             die "$name: sleep inside keepalive\n" if $group;
             push @steps, { type => 'sleep', seconds => $1 };
+        } elsif ($line =~ /^perl\s*:\s*(.+)$/) {
+            die "$name: perl inside keepalive\n" if $group;
+            push @steps, { type => 'perl', code => "$1\n", n => ++$n };
+        } elsif ($line =~ /^perl\s*\{$/) {
+            die "$name: perl inside keepalive\n" if $group;
+            $perl = { type => 'perl', code => '', n => ++$n };
+            push @steps, $perl;
         } elsif ($line =~ m{^parallel\s+(\d+)\s+(?:([A-Z]+)\s+)?(/\S*)\s*=>\s*(.+)$})
         {
             die "$name: parallel inside keepalive\n" if $group;
@@ -792,7 +983,7 @@ sub parse_requests {
                 checks => [],
             };
             push @steps, $cur;
-        } elsif ($line =~ m{^(?:([A-Z]+)\s+)?(/\S*)(?:\s+x(\d+))?\s*=>\s*(\d{3})$})
+        } elsif ($line =~ m{^(?:([A-Z]+)\s+)?(/\S*)(?:\s+x(\d+))?\s*=>\s*(\d{3})(?:\s+poll\s+([\d.]+))?$})
         {
             $cur = {
                 type   => 'request',
@@ -801,10 +992,12 @@ sub parse_requests {
                 uri    => $2,
                 repeat => $3 // 1,
                 status => $4,
+                poll   => $5,
                 send   => [],
                 checks => [],
             };
             if ($group) {
+                die "$name: poll inside keepalive\n" if $cur->{poll};
                 push @{ $group->{requests} }, $cur;
             } else {
                 push @steps, $cur;
@@ -814,6 +1007,7 @@ sub parse_requests {
         }
     }
     die "$name: keepalive { not closed\n" if $group;
+    die "$name: perl { not closed by a line \"}\"\n" if $perl;
     for my $step (grep { $_->{type} eq 'parallel' } @steps) {
         die "$name: parallel request $step->{n}: only \"> Name: value\" "
             . "lines may follow\n" if @{ $step->{checks} };
@@ -839,18 +1033,21 @@ sub run_requests {
     for my $step (@steps) {
         if ($step->{type} eq 'sleep') {
             sleep $step->{seconds};
+        } elsif ($step->{type} eq 'perl') {
+            run_perl_step($name, $env, $step);
         } elsif ($step->{type} eq 'parallel') {
             run_parallel($name, $env, $step);
         } elsif ($step->{type} eq 'request') {
             for my $i (1 .. $step->{repeat}) {
-                my $sock = connect_to($env);
                 my $label = label($name, $step, $i);
-                unless ($sock) {
-                    fail("$label: connect");
-                    next;
+                my $deadline = time + ($step->{poll} // 0);
+                my $res;
+                while (1) {
+                    $res = one_request($env, $step);
+                    last unless $step->{poll};
+                    last if response_matches($step, $res) || time > $deadline;
+                    sleep 0.1;
                 }
-                my $res = http_exchange($sock, $step, 0);
-                close $sock;
                 check_response($label, $step, $res);
                 record($env, $res);
             }
@@ -870,7 +1067,9 @@ sub run_requests {
                         diag($broken);
                         next;
                     }
+                    my $t0 = time;
                     my $res = http_exchange($sock, $req, 1);
+                    $res->{elapsed} = time - $t0;
                     check_response($label, $req, $res);
                     record($env, $res);
                     $broken = $res->{error} if $res->{error};
@@ -881,6 +1080,50 @@ sub run_requests {
             close $sock;
         }
     }
+}
+
+# One request on its own connection; the response has {elapsed} (seconds,
+# connect to last byte).
+sub one_request {
+    my ($env, $req) = @_;
+    my $t0 = time;
+    my $sock = connect_to($env);
+    unless ($sock) {
+        return { headers => {}, body => '', elapsed => time - $t0,
+                 error => "connect to 127.0.0.1:$env->{port}: $!" };
+    }
+    my $res = http_exchange($sock, $req, 0);
+    close $sock;
+    $res->{elapsed} = time - $t0;
+    return $res;
+}
+
+# Whether a response passes every check of a request (no test emitted).
+sub response_matches {
+    my ($req, $res) = @_;
+    return 0 unless defined $res->{status} && !$res->{error};
+    return 0 unless $res->{status} eq $req->{status};
+    for my $c (@{ $req->{checks} }) {
+        if ($c->{time_lt}) {
+            return 0 unless $res->{elapsed} < $c->{time_lt};
+            next;
+        }
+        if ($c->{body}) {
+            (my $body = $res->{body}) =~ s/\n\z//;
+            return 0 unless defined $c->{re} ? $body =~ $c->{re}
+                                             : $body eq $c->{eq};
+            next;
+        }
+        my $vals = $res->{headers}{ lc $c->{header} };
+        if ($c->{absent}) {
+            return 0 if $vals;
+            next;
+        }
+        return 0 unless $vals && @$vals == 1;
+        return 0 unless defined $c->{re} ? $vals->[0] =~ $c->{re}
+                                         : $vals->[0] eq $c->{eq};
+    }
+    return 1;
 }
 
 # N connections opened, N requests written, then N responses read: the
@@ -1102,6 +1345,11 @@ sub check_response_inner {
     }
 
     for my $c (@{ $req->{checks} }) {
+        if ($c->{time_lt}) {
+            cmp_ok($res->{elapsed}, '<', $c->{time_lt},
+                   "$label: answered in less than $c->{time_lt} s");
+            next;
+        }
         if ($c->{body}) {
             (my $body = $res->{body}) =~ s/\n\z//;
             if (defined $c->{re}) {
@@ -1138,6 +1386,211 @@ sub check_response_inner {
         }
     }
 }
+
+# ---------------------------------------------------------------------------
+# Perl steps (see PERL STEPS)
+
+sub run_perl_step {
+    my ($name, $env, $step) = @_;
+    my $label = "$name: perl step $step->{n}";
+    (my $where = $label) =~ s/"/'/g;
+    my $src = "package ThrottleTest::Step;\n"
+            . "use strict; use warnings; use Test::More;\n"
+            . "use Time::HiRes qw(time sleep);\n"
+            . "our \$TODO;\n"
+            . "sub {\n"
+            . "my (\$name, \$nginx, \$stash) = \@_;\n"
+            . "my \@redis = \@{ \$nginx->{redis} || [] };\n"
+            . "my (\$redis, \$redis2) = \@redis;\n"
+            . "our \%stash; local *stash = \$stash;\n"
+            . "#line 1 \"$where\"\n"
+            . $step->{code}
+            . "\n;}\n";
+    my $code = eval $src;
+    unless ($code) {
+        fail("$label compiles");
+        diag($@);
+        return;
+    }
+    local $ThrottleTest::Step::CURRENT = $env;
+    $env->{stash} ||= {};
+    unless (eval { $code->($name, $env, $env->{stash}); 1 }) {
+        fail("$label runs");
+        diag($@);
+    }
+}
+
+# An HTTP request to an nginx of this runner: http_request($env, 'GET /u',
+# Name => value, ...), one connection; the response as http_read gives it
+# plus {elapsed}.
+sub http_request {
+    my ($env, $what, @headers) = @_;
+    my ($method, $uri) = $what =~ m{^(?:([A-Z]+)\s+)?(/\S*)$}
+        or die "http_request: cannot parse \"$what\"\n";
+    my @send;
+    while (@headers) {
+        my ($k, $v) = splice @headers, 0, 2;
+        push @send, [$k, $v];
+    }
+    return one_request($env, { method => $method // 'GET', uri => $uri,
+                               send => \@send });
+}
+
+# N connections opened, N requests written at once, then the N responses
+# read (each read bounded); returns them, each with {elapsed} since the
+# requests were written.
+sub http_parallel {
+    my ($env, $count, $what, @headers) = @_;
+    my ($method, $uri) = $what =~ m{^(?:([A-Z]+)\s+)?(/\S*)$}
+        or die "http_parallel: cannot parse \"$what\"\n";
+    my $msg = ($method // 'GET') . " $uri HTTP/1.1\r\nHost: localhost\r\n"
+            . "Connection: close\r\n";
+    while (@headers) {
+        my ($k, $v) = splice @headers, 0, 2;
+        $msg .= "$k: $v\r\n";
+    }
+    $msg .= "\r\n";
+    my @socks = map { connect_to($env) } 1 .. $count;
+    my $t0 = time;
+    for my $s (grep { $_ } @socks) {
+        syswrite $s, $msg;
+    }
+    my @res;
+    for my $s (@socks) {
+        unless ($s) {
+            push @res, { headers => {}, body => '', error => 'connect' };
+            next;
+        }
+        my $r = http_read($s, { method => $method // 'GET' });
+        $r->{elapsed} = time - $t0;
+        close $s;
+        push @res, $r;
+    }
+    return @res;
+}
+
+# A plain script's nginx: the same configuration template as a block.
+sub start_instance {
+    my (%sec) = @_;
+    BAIL_OUT("nginx binary $NGINX is not executable") unless -x $NGINX;
+    BAIL_OUT("module $MODULE not found: run make build") unless -f $MODULE;
+    my $env = setup_prefix(\%sec);
+    $env->{redis} = $sec{redis_servers} if $sec{redis_servers};
+    write_config($env, $sec{main_config}, $sec{http_config}, $sec{config});
+    my ($master, $err) = start_nginx($env);
+    if (!$master || $err) {
+        stop_nginx($master) if $master;
+        die "nginx does not start: $err\n";
+    }
+    $env->{master} = $master;
+    return $env;
+}
+
+sub stop_instance {
+    my ($env) = @_;
+    stop_nginx(delete $env->{master}) if $env->{master};
+    return read_file($env->{log});
+}
+
+# Skips the file (skip_all) when the module does not know throttle_redis
+# yet; fails it when the module does but redis-server is missing.
+sub require_redis_module {
+    BAIL_OUT("nginx binary $NGINX is not executable") unless -x $NGINX;
+    BAIL_OUT("module $MODULE not found: run make build") unless -f $MODULE;
+    my $env = setup_prefix({});
+    write_config($env, '', "throttle_redis probe server=127.0.0.1:1;", '');
+    my ($rc, $out) = nginx_cmd($env, '-t');
+    if ($out =~ /unknown directive "throttle_redis"/) {
+        plan skip_all => 'the module has no throttle_redis yet';
+    }
+    BAIL_OUT('redis-server/redis-cli missing: apt-get install redis-server')
+        unless RedisServer::available();
+}
+
+package ThrottleTest::Step;
+
+use Time::HiRes qw(time sleep);
+
+our $CURRENT;    # the block's $env while a step runs
+
+sub request { ThrottleTest::http_request($CURRENT, @_) }
+
+sub parallel_requests { ThrottleTest::http_parallel($CURRENT, @_) }
+
+sub header {
+    my ($res, $name) = @_;
+    my $v = $res->{headers}{ lc $name };
+    return $v ? $v->[0] : undef;
+}
+
+sub error_log { ThrottleTest::read_file($CURRENT->{log}) }
+
+# error.log lines at [warn] or worse
+sub error_lines {
+    return grep { /\[(warn|error|crit|alert|emerg)\]/ } split /\n/, error_log();
+}
+
+# Sends BATCH requests at once (distinct keys: X-Key PREFIX<n>), again and
+# again for SECONDS; returns { total, took, max (slowest response),
+# status => { $throttle_status (X-Status header) => count } }.
+sub flood {
+    my ($seconds, $batch, $what, $prefix) = @_;
+    my $t0 = time;
+    my %f = (total => 0, max => 0, status => {});
+    my $n = 0;
+    while (time - $t0 < $seconds) {
+        for my $res (parallel_requests($batch, $what, 'X-Key' => $prefix . $n++)) {
+            $f{total}++;
+            $f{status}{ header($res, 'X-Status') // 'none' }++;
+            $f{max} = $res->{elapsed} if $res->{elapsed} > $f{max};
+        }
+    }
+    $f{took} = time - $t0;
+    return \%f;
+}
+
+# After a flood of failures: error.log has at least one line at [warn] or
+# worse, far fewer than the failures (at most 40, and at most 1 in 100),
+# and, as documented, about one a second per worker: at most
+# 2 workers x (seconds + 2) x 2. A $todo marks only that last check TODO.
+sub log_rate_ok {
+    my ($name, $f, $todo) = @_;
+    my @lines = error_lines();
+    my $n = @lines;
+    my $took = sprintf '%.1f', $f->{took};
+    my $show = sub { Test::More::diag(join "\n", @lines[0 .. ($#lines < 30 ? $#lines : 30)]) };
+    Test::More::cmp_ok($n, '>=', 1, "$name: the failure is logged");
+    my $cap = int($f->{total} / 100);
+    $cap = 40 if $cap > 40;
+    Test::More::cmp_ok($n, '<=', $cap,
+        "$name: $n error lines for $f->{total} failures in $took s: "
+        . "not one per request (at most $cap)") or $show->();
+    my $limit = 2 * (int($f->{took}) + 2) * 2;
+    my $builder = Test::More->builder;
+    $builder->todo_start($todo) if $todo;
+    Test::More::cmp_ok($n, '<=', $limit,
+        "$name: $n error lines in $took s: about one a second per worker "
+        . "(at most $limit)") or $show->();
+    $builder->todo_end if $todo;
+}
+
+sub reload {
+    my ($ok, $text) = ThrottleTest::reload_nginx($CURRENT, $CURRENT->{master});
+    Test::More::diag("reload:\n$text") unless $ok;
+    return $ok;
+}
+
+sub wait_until {
+    my ($seconds, $cond) = @_;
+    my $deadline = Time::HiRes::time() + $seconds;
+    while (1) {
+        my $r = $cond->();
+        return $r if $r || Time::HiRes::time() > $deadline;
+        Time::HiRes::sleep(0.02);
+    }
+}
+
+package ThrottleTest;
 
 sub dump_response {
     my ($res) = @_;

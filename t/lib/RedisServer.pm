@@ -1,0 +1,775 @@
+package RedisServer;
+
+# Real redis-server processes for the integration tests, a small RESP
+# client, TLS fixtures made with openssl, and fake servers for the faults a
+# real Redis cannot produce. Manual: perldoc t/lib/RedisServer.pm.
+
+=head1 NAME
+
+RedisServer - real redis-server processes (and fault injectors) for tests
+
+=head1 SYNOPSIS
+
+    use RedisServer;
+
+    my $r = RedisServer->start;                     # plain, on a free port
+    my $t = RedisServer->start(tls => 1);           # TLS only (--port 0)
+    my $a = RedisServer->start(conf => [
+        'user alice on >secret ~* &* +@all',
+    ]);
+
+    $r->port;                          # where it listens (TLS port for tls)
+    $r->cmd(qw(SET k v));              # a reply (see REPLIES)
+    $r->calls('evalsha');              # INFO commandstats: calls so far
+    $r->scripts_run;                   # EVALSHA + EVAL that did not fail
+    $r->script_calls;                  # EVALSHA + EVAL received
+    $r->pause;  $r->resume;            # SIGSTOP / SIGCONT
+    $r->restart;                       # stop, start again on the same port
+    $r->kill_hard;                     # SIGKILL: no goodbye to clients
+    $r->time_us;                       # Redis TIME in microseconds
+    $r->keys_matching('throttle:*', $db);   # SCAN, sorted
+    $r->stop;                          # TERM, then KILL; also done at END
+    $r->log;                           # the server's log file, as text
+
+    my $f = RedisServer::Fake->start('garbage');   # 'silent', 'ok', 'short'
+    $f->port; $f->stop;                            # (see RedisServer::Fake)
+    RedisServer::Closed->new->port;                # nothing listens there
+
+    my $tls = RedisServer::tls_fixtures($dir);     # CA, server cert, other CA
+
+=head1 SERVERS
+
+Each server runs C<redis-server> (C<TEST_REDIS_SERVER>, default
+F</usr/bin/redis-server>) in the foreground as a child of the test, bound
+to 127.0.0.1 on a port picked at run time, with its own temporary
+directory (config, log), C<--save '' --appendonly no>. Every wait is
+bounded (C<TEST_THROTTLE_TIMEOUT> seconds, default 5). Every server and
+fake still running when the test exits is killed (SIGCONT first, then
+SIGKILL) by an END block.
+
+Options of C<start>:
+
+=over
+
+=item conf => [LINES] or TEXT
+
+Extra redis.conf lines (C<requirepass secret>, C<user alice on E<gt>secret
+~* &* +@all>, ...).
+
+=item tls => 1
+
+C<--port 0 --tls-port P> with a server certificate for C<localhost> and
+127.0.0.1 signed by a test CA (C<tls_auth_clients no>). C<< $r->tls >>
+is the fixture set (see C<tls_fixtures>); the harness talks to it with
+C<redis-cli --tls>.
+
+=item port => P
+
+A fixed port (a restart keeps its port anyway).
+
+=back
+
+The harness connects as its own ACL user C<harness> (added to every
+server's configuration), so C<requirepass> and extra users never lock it
+out.
+
+=head1 REPLIES
+
+C<cmd> returns simple and bulk strings as strings, integers as numbers,
+nil as undef, arrays as array refs, and error replies as
+C<RedisServer::Error> objects, which stringify to the message (C<"NOSCRIPT
+No matching script...">). It dies when the server cannot be reached or
+does not answer in time. For TLS servers C<cmd> runs C<redis-cli --tls
+--raw> and returns its output trimmed (one line per element for arrays).
+
+=cut
+
+use strict;
+use warnings;
+
+use Carp qw(croak);
+use File::Temp;
+use IO::Select;
+use IO::Socket::INET;
+use POSIX qw(WNOHANG);
+use Time::HiRes qw(sleep time);
+
+our $SERVER  = $ENV{TEST_REDIS_SERVER} || '/usr/bin/redis-server';
+our $CLI     = $ENV{TEST_REDIS_CLI}    || '/usr/bin/redis-cli';
+our $TIMEOUT = $ENV{TEST_THROTTLE_TIMEOUT} || 5;
+
+our $ADMIN_USER = 'harness';
+our $ADMIN_PASS = 'harness-secret';
+
+my %children;    # pid => 1: servers and fakes still running
+
+sub available { return -x $SERVER && -x $CLI }
+
+sub free_port {
+    my $s = IO::Socket::INET->new(
+        LocalAddr => '127.0.0.1',
+        LocalPort => 0,
+        Proto     => 'tcp',
+        Listen    => 1,
+        ReuseAddr => 1,
+    ) or die "cannot bind 127.0.0.1:0: $!";
+    my $port = $s->sockport;
+    close $s;
+    return $port;
+}
+
+# ---------------------------------------------------------------------------
+# Processes
+
+sub _spawn {
+    my (@cmd) = @_;
+    my $pid = fork;
+    die "fork: $!" unless defined $pid;
+    if ($pid == 0) {
+        open STDIN, '<', '/dev/null';
+        open STDOUT, '>', '/dev/null';
+        # stderr stays: redis-server reports bad configuration there
+        exec @cmd or POSIX::_exit(127);
+    }
+    $children{$pid} = 1;
+    return $pid;
+}
+
+sub _exited {
+    my ($pid) = @_;
+    return 1 unless $children{$pid};
+    my $r = waitpid $pid, WNOHANG;
+    if ($r == $pid || $r == -1) {
+        delete $children{$pid};
+        return 1;
+    }
+    return 0;
+}
+
+sub _kill_wait {
+    my ($pid, $signal) = @_;
+    return unless $pid && $children{$pid};
+    kill 'CONT', $pid;    # a stopped process cannot act on TERM
+    kill $signal, $pid;
+    my $deadline = time + $TIMEOUT;
+    while (time < $deadline) {
+        return if _exited($pid);
+        sleep 0.01;
+    }
+    kill 'KILL', $pid;
+    waitpid $pid, 0;
+    delete $children{$pid};
+}
+
+END {
+    my $status = $?;
+    for my $pid (keys %children) {
+        kill 'CONT', $pid;
+        kill 'KILL', $pid;
+        waitpid $pid, 0;
+    }
+    $? = $status;
+}
+
+# ---------------------------------------------------------------------------
+# Servers
+
+sub start {
+    my ($class, %o) = @_;
+    croak "redis-server not found at $SERVER" unless -x $SERVER;
+
+    my $dir = File::Temp->newdir('throttle-redis-XXXXXX', TMPDIR => 1);
+    my $self = bless {
+        dir   => $dir,
+        path  => "$dir",
+        port  => $o{port} || free_port(),
+        extra => ref $o{conf} ? join("\n", @{ $o{conf} }) : ($o{conf} // ''),
+        tls   => $o{tls} ? ($o{tls_fixtures} || tls_fixtures("$dir/tls")) : undef,
+    }, $class;
+
+    $self->_write_conf;
+    $self->_run;
+    return $self;
+}
+
+sub _write_conf {
+    my ($self) = @_;
+    my $p = $self->{path};
+    my $conf = "bind 127.0.0.1\n"
+             . "dir $p\n"
+             . "logfile $p/redis.log\n"
+             . "daemonize no\n"
+             . "save \"\"\n"
+             . "appendonly no\n"
+             . "user $ADMIN_USER on >$ADMIN_PASS ~* &* +\@all\n";
+    if (my $t = $self->{tls}) {
+        $conf .= "port 0\n"
+               . "tls-port $self->{port}\n"
+               . "tls-cert-file $t->{cert}\n"
+               . "tls-key-file $t->{key}\n"
+               . "tls-ca-cert-file $t->{ca}\n"
+               . "tls-auth-clients no\n";
+    } else {
+        $conf .= "port $self->{port}\n";
+    }
+    $conf .= "$self->{extra}\n";
+    open my $fh, '>', "$p/redis.conf" or die "$p/redis.conf: $!";
+    print $fh $conf;
+    close $fh;
+}
+
+sub _run {
+    my ($self) = @_;
+    $self->{pid} = _spawn($SERVER, "$self->{path}/redis.conf",
+                          '--save', '', '--appendonly', 'no');
+    my $deadline = time + $TIMEOUT;
+    my $err = '';
+    while (time < $deadline) {
+        if (_exited($self->{pid})) {
+            delete $self->{pid};
+            die "redis-server exited at start:\n" . $self->log;
+        }
+        my $pong = eval { $self->cmd('PING') };
+        $err = $@;
+        return if defined $pong && "$pong" eq 'PONG';
+        sleep 0.02;
+    }
+    $self->stop;
+    die "redis-server on port $self->{port} not ready after ${TIMEOUT}s: "
+        . "$err\n" . $self->log;
+}
+
+sub port { $_[0]{port} }
+sub pid  { $_[0]{pid} }
+sub dir  { $_[0]{path} }
+sub tls  { $_[0]{tls} }
+sub running { my $p = $_[0]{pid}; return $p && !_exited($p) }
+
+sub log {
+    my ($self) = @_;
+    open my $fh, '<', "$self->{path}/redis.log" or return '';
+    local $/;
+    my $t = <$fh> // '';
+    close $fh;
+    return $t;
+}
+
+sub stop {
+    my ($self) = @_;
+    $self->_drop_client;
+    _kill_wait(delete $self->{pid}, 'TERM') if $self->{pid};
+    delete $self->{paused};
+    return $self;
+}
+
+# SIGKILL: no goodbye to the clients.
+sub kill_hard {
+    my ($self) = @_;
+    $self->_drop_client;
+    _kill_wait(delete $self->{pid}, 'KILL') if $self->{pid};
+    delete $self->{paused};
+    return $self;
+}
+
+# Stops the server (if running) and starts a new one on the same port, with
+# the same configuration: an empty dataset and an empty script cache.
+sub restart {
+    my ($self) = @_;
+    $self->stop;
+    $self->_run;
+    return $self;
+}
+
+sub pause {
+    my ($self) = @_;
+    $self->_drop_client;
+    kill 'STOP', $self->{pid} or die "SIGSTOP $self->{pid}: $!";
+    $self->{paused} = 1;
+    return $self;
+}
+
+sub resume {
+    my ($self) = @_;
+    kill 'CONT', $self->{pid} or die "SIGCONT $self->{pid}: $!";
+    delete $self->{paused};
+    return $self;
+}
+
+sub DESTROY {
+    my ($self) = @_;
+    local ($@, $!, $?);
+    $self->stop if $self->{pid};
+}
+
+# ---------------------------------------------------------------------------
+# Commands
+
+sub _drop_client {
+    my ($self) = @_;
+    my $c = delete $self->{client};
+    $c->close if $c;
+}
+
+sub client {
+    my ($self) = @_;
+    croak 'client: a TLS server is reached with cmd (redis-cli)'
+        if $self->{tls};
+    return $self->{client} ||= RedisServer::Client->new(
+        port => $self->{port},
+        user => $ADMIN_USER,
+        pass => $ADMIN_PASS,
+    );
+}
+
+sub cmd {
+    my ($self, @args) = @_;
+    croak "cmd on a stopped (SIGSTOP) server would wait" if $self->{paused};
+    return $self->_cli(@args) if $self->{tls};
+    my $cached = $self->{client};
+    my $reply = eval { $self->client->cmd(@args) };
+    if (my $e = $@) {
+        $self->_drop_client;    # a half-read reply must not confuse the next
+        # the server closed our idle connection (its "timeout", CLIENT
+        # KILL): the command never ran; once more on a new connection
+        die $e unless $cached && $e =~ /closed the connection|write to redis|read from redis/;
+        $reply = eval { $self->client->cmd(@args) };
+        if ($e = $@) {
+            $self->_drop_client;
+            die $e;
+        }
+    }
+    return $reply;
+}
+
+# A fresh connection per call: for commands that change connection state.
+sub cmd_once {
+    my ($self, @args) = @_;
+    my $c = RedisServer::Client->new(port => $self->{port},
+                                     user => $ADMIN_USER, pass => $ADMIN_PASS);
+    my $r = $c->cmd(@args);
+    $c->close;
+    return $r;
+}
+
+sub _cli {
+    my ($self, @args) = @_;
+    my $t = $self->{tls};
+    my @cmd = ($CLI, '--no-auth-warning', '--raw', '-h', '127.0.0.1',
+               '-p', $self->{port}, '--user', $ADMIN_USER,
+               '--pass', $ADMIN_PASS, '--tls', '--cacert', $t->{ca}, @args);
+    my ($rc, $out) = run_cmd(\@cmd);
+    die "redis-cli failed ($rc): $out" if $rc != 0;
+    $out =~ s/\s+\z//;
+    return $out;
+}
+
+# INFO commandstats as { cmd => { calls => N, usec => N, failed_calls ...} }
+sub commandstats {
+    my ($self) = @_;
+    my $info = $self->cmd('INFO', 'commandstats');
+    my %stats;
+    for my $line (split /\r?\n/, "$info") {
+        my ($name, $fields) = $line =~ /^cmdstat_([^:]+):(.*)$/ or next;
+        for my $kv (split /,/, $fields) {
+            my ($k, $v) = split /=/, $kv, 2;
+            $stats{ lc $name }{$k} = $v;
+        }
+    }
+    return \%stats;
+}
+
+# How many times a command was called since the server started.
+sub calls {
+    my ($self, $name) = @_;
+    return $self->commandstats->{ lc $name }{calls} // 0;
+}
+
+# Scripts that ran: EVALSHA and EVAL calls that did not fail (a NOSCRIPT
+# EVALSHA counts as a failed call, and the EVAL that follows as a run).
+sub scripts_run {
+    my ($self) = @_;
+    my $st = $self->commandstats;
+    my $n = 0;
+    for my $c (qw(evalsha eval)) {
+        my $s = $st->{$c} or next;
+        # Redis 7: "calls" excludes rejected calls (NOAUTH, NOPERM...) and
+        # includes failed ones (NOSCRIPT, script errors)
+        $n += $s->{calls} - ($s->{failed_calls} // 0);
+    }
+    return $n;
+}
+
+# Script commands received, whatever came of them: EVALSHA + EVAL calls,
+# rejected ones included.
+sub script_calls {
+    my ($self) = @_;
+    my $st = $self->commandstats;
+    my $n = 0;
+    for my $c (qw(evalsha eval)) {
+        $n += ($st->{$c}{calls} // 0) + ($st->{$c}{rejected_calls} // 0);
+    }
+    return $n;
+}
+
+# INFO SECTION as { field => value }.
+sub info {
+    my ($self, $section) = @_;
+    my %h;
+    for my $line (split /\r?\n/, '' . $self->cmd('INFO', $section // 'all')) {
+        my ($k, $v) = $line =~ /^([^#:][^:]*):(.*)$/ or next;
+        $h{$k} = $v;
+    }
+    return \%h;
+}
+
+# Redis TIME in microseconds.
+sub time_us {
+    my ($self) = @_;
+    my $t = $self->cmd('TIME');
+    my ($s, $us) = ref $t ? @$t : split /\n/, $t;
+    return $s * 1_000_000 + $us;
+}
+
+# Keys matching a pattern (SCAN, db $db or the current one), sorted.
+sub keys_matching {
+    my ($self, $pattern, $db) = @_;
+    my @out;
+    if ($self->{tls}) {
+        my $o = $self->_cli(defined $db ? ('-n', $db) : (),
+                            '--scan', '--pattern', $pattern);
+        return sort grep { length } split /\n/, $o;
+    }
+    my $c = RedisServer::Client->new(port => $self->{port},
+                                     user => $ADMIN_USER, pass => $ADMIN_PASS);
+    $c->cmd('SELECT', $db) if defined $db;
+    my $cursor = 0;
+    do {
+        my $r = $c->cmd('SCAN', $cursor, 'MATCH', $pattern, 'COUNT', 1000);
+        die "SCAN: $r" unless ref $r eq 'ARRAY';
+        $cursor = $r->[0];
+        push @out, @{ $r->[1] };
+    } while ($cursor ne '0');
+    $c->close;
+    my %seen;
+    return sort grep { !$seen{$_}++ } @out;
+}
+
+# ---------------------------------------------------------------------------
+# Helpers
+
+# Runs a command (array ref) with a time bound: (exit code, stdout+stderr).
+sub run_cmd {
+    my ($cmd, $timeout) = @_;
+    $timeout //= $TIMEOUT * 2;
+    my $out = File::Temp->new(TMPDIR => 1);
+    my $pid = fork;
+    die "fork: $!" unless defined $pid;
+    if ($pid == 0) {
+        open STDIN, '<', '/dev/null';
+        open STDOUT, '>', $out->filename;
+        open STDERR, '>&', \*STDOUT;
+        exec @$cmd or POSIX::_exit(127);
+    }
+    my $deadline = time + $timeout;
+    my $status;
+    while (1) {
+        my $r = waitpid $pid, WNOHANG;
+        if ($r == $pid) { $status = $? >> 8; last }
+        if (time > $deadline) {
+            kill 'KILL', $pid;
+            waitpid $pid, 0;
+            $status = -1;
+            last;
+        }
+        sleep 0.005;
+    }
+    open my $fh, '<', $out->filename or die $!;
+    local $/;
+    my $text = <$fh> // '';
+    close $fh;
+    $text .= "\n(command timed out)\n" if $status == -1;
+    return ($status, $text);
+}
+
+=head1 TLS FIXTURES
+
+C<tls_fixtures($dir)> makes, with openssl, in C<$dir> (created): a CA
+(C<ca>, C<ca_key>), a server certificate (C<cert>, C<key>) for CN
+C<localhost> with subjectAltName DNS:localhost and IP:127.0.0.1 signed by
+that CA, and an unrelated CA (C<other_ca>). Returns a hash ref of the
+paths (and C<dir>). EC P-256 keys: quick to make.
+
+=cut
+
+sub tls_fixtures {
+    my ($dir) = @_;
+    mkdir $dir unless -d $dir;
+    my %f = (
+        dir      => $dir,
+        ca       => "$dir/ca.pem",
+        ca_key   => "$dir/ca.key",
+        cert     => "$dir/server.pem",
+        key      => "$dir/server.key",
+        other_ca => "$dir/other-ca.pem",
+    );
+    my @key = ('-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1',
+               '-nodes');
+    open my $fh, '>', "$dir/server.ext" or die $!;
+    print $fh "subjectAltName=DNS:localhost,IP:127.0.0.1\n"
+            . "basicConstraints=CA:FALSE\n"
+            . "keyUsage=digitalSignature,keyEncipherment\n"
+            . "extendedKeyUsage=serverAuth\n";
+    close $fh;
+    my @steps = (
+        ['openssl', 'req', '-x509', @key, '-keyout', $f{ca_key},
+         '-out', $f{ca}, '-days', 2, '-subj', '/CN=Throttle Test CA'],
+        ['openssl', 'req', @key, '-keyout', $f{key},
+         '-out', "$dir/server.csr", '-subj', '/CN=localhost'],
+        ['openssl', 'x509', '-req', '-in', "$dir/server.csr",
+         '-CA', $f{ca}, '-CAkey', $f{ca_key}, '-CAcreateserial',
+         '-out', $f{cert}, '-days', 2, '-extfile', "$dir/server.ext"],
+        ['openssl', 'req', '-x509', @key, '-keyout', "$dir/other-ca.key",
+         '-out', $f{other_ca}, '-days', 2,
+         '-subj', '/CN=Unrelated Test CA'],
+    );
+    for my $s (@steps) {
+        my ($rc, $out) = run_cmd($s);
+        die "@$s failed ($rc):\n$out" if $rc != 0;
+    }
+    chmod 0644, $f{key}, $f{ca}, $f{cert}, $f{other_ca};
+    return \%f;
+}
+
+# ===========================================================================
+
+package RedisServer::Error;
+
+use overload '""' => sub { $_[0]{message} }, fallback => 1;
+
+sub new { my ($c, $m) = @_; bless { message => $m }, $c }
+sub message { $_[0]{message} }
+
+# ===========================================================================
+
+package RedisServer::Client;
+
+# A minimal RESP2 client; every read and write bounded by a timeout.
+
+use Carp qw(croak);
+use IO::Select;
+use IO::Socket::INET;
+use Time::HiRes qw(time);
+
+sub new {
+    my ($class, %o) = @_;
+    my $timeout = $o{timeout} || $RedisServer::TIMEOUT;
+    my $sock = IO::Socket::INET->new(
+        PeerAddr => '127.0.0.1',
+        PeerPort => $o{port},
+        Proto    => 'tcp',
+        Timeout  => $timeout,
+    ) or die "connect to 127.0.0.1:$o{port}: $!\n";
+    $sock->autoflush(1);
+    my $self = bless { sock => $sock, buf => '', timeout => $timeout }, $class;
+    if (defined $o{pass}) {
+        my $r = $self->cmd('AUTH', defined $o{user} ? $o{user} : (), $o{pass});
+        die "AUTH: $r\n" if ref $r && $r->isa('RedisServer::Error');
+    }
+    return $self;
+}
+
+sub close {
+    my ($self) = @_;
+    close $self->{sock} if $self->{sock};
+    delete $self->{sock};
+}
+
+sub encode {
+    my (@args) = @_;
+    my $m = '*' . @args . "\r\n";
+    $m .= '$' . length($_) . "\r\n$_\r\n" for map { "$_" } @args;
+    return $m;
+}
+
+sub cmd {
+    my ($self, @args) = @_;
+    $self->send_raw(encode(@args));
+    return $self->read_reply;
+}
+
+sub send_raw {
+    my ($self, $msg) = @_;
+    my $sock = $self->{sock} or die "not connected\n";
+    my $sel = IO::Select->new($sock);
+    my $deadline = time + $self->{timeout};
+    my $off = 0;
+    while ($off < length $msg) {
+        my $left = $deadline - time;
+        die "timeout writing to redis\n"
+            unless $left > 0 && $sel->can_write($left);
+        my $w = syswrite $sock, $msg, length($msg) - $off, $off;
+        die "write to redis: $!\n" unless defined $w;
+        $off += $w;
+    }
+}
+
+sub _fill {
+    my ($self, $deadline) = @_;
+    my $sel = IO::Select->new($self->{sock});
+    my $left = $deadline - time;
+    die "timeout ($self->{timeout}s) reading a redis reply\n"
+        unless $left > 0 && $sel->can_read($left);
+    my $r = sysread $self->{sock}, $self->{buf}, 65536, length $self->{buf};
+    die "read from redis: $!\n" unless defined $r;
+    die "redis closed the connection\n" if $r == 0;
+}
+
+sub _line {
+    my ($self, $deadline) = @_;
+    while ((my $i = index $self->{buf}, "\r\n") < 0) {
+        $self->_fill($deadline);
+    }
+    my $i = index $self->{buf}, "\r\n";
+    my $line = substr $self->{buf}, 0, $i;
+    substr($self->{buf}, 0, $i + 2) = '';
+    return $line;
+}
+
+sub read_reply {
+    my ($self, $deadline) = @_;
+    $deadline //= time + $self->{timeout};
+    my $line = $self->_line($deadline);
+    my ($type, $rest) = (substr($line, 0, 1), substr($line, 1));
+    if ($type eq '+') { return $rest }
+    if ($type eq '-') { return RedisServer::Error->new($rest) }
+    if ($type eq ':') { return 0 + $rest }
+    if ($type eq '$') {
+        return undef if $rest < 0;
+        $self->_fill($deadline) while length($self->{buf}) < $rest + 2;
+        my $s = substr $self->{buf}, 0, $rest;
+        substr($self->{buf}, 0, $rest + 2) = '';
+        return $s;
+    }
+    if ($type eq '*') {
+        return undef if $rest < 0;
+        return [ map { $self->read_reply($deadline) } 1 .. $rest ];
+    }
+    die "bad RESP reply line: $line\n";
+}
+
+# ===========================================================================
+
+package RedisServer::Fake;
+
+# A TCP server for faults a real Redis cannot produce. Modes:
+#   garbage  answers every read with bytes that are not RESP
+#   silent   accepts connections, reads, never answers
+#   ok       answers "+OK" to every command (AUTH, SELECT... and the
+#            scripts: a well-formed reply that is not the script's)
+#   short    "+OK" to every command but EVALSHA / EVAL, answered with a
+#            2-element array of integers (the script's reply has 5)
+# Runs in a child process; stop() or the END block kills it.
+
+use IO::Select;
+use IO::Socket::INET;
+
+sub start {
+    my ($class, $mode) = @_;
+    die "unknown fake mode $mode" unless $mode =~ /^(garbage|silent|ok|short)$/;
+    my $listen = IO::Socket::INET->new(
+        LocalAddr => '127.0.0.1',
+        LocalPort => 0,
+        Proto     => 'tcp',
+        Listen    => 64,
+        ReuseAddr => 1,
+    ) or die "fake redis: cannot listen: $!";
+    my $port = $listen->sockport;
+
+    my $pid = fork;
+    die "fork: $!" unless defined $pid;
+    if ($pid == 0) {
+        $SIG{PIPE} = 'IGNORE';
+        my $sel = IO::Select->new($listen);
+        my %buf;
+        while (1) {
+            for my $fh ($sel->can_read(1)) {
+                if ($fh == $listen) {
+                    my $c = $listen->accept or next;
+                    $sel->add($c);
+                    $buf{$c} = '';
+                    next;
+                }
+                my $r = sysread $fh, $buf{$fh}, 65536, length $buf{$fh};
+                if (!$r) {
+                    $sel->remove($fh);
+                    delete $buf{$fh};
+                    close $fh;
+                    next;
+                }
+                if ($mode eq 'garbage') {
+                    syswrite $fh, "\x01\x02 this is not RESP }{\r\n";
+                    $buf{$fh} = '';
+                } elsif ($mode ne 'silent') {
+                    while (defined(my $cmd = _take_command(\$buf{$fh}))) {
+                        my $reply = "+OK\r\n";
+                        $reply = "*2\r\n:0\r\n:1\r\n"
+                            if $mode eq 'short' && $cmd =~ /^(EVALSHA|EVAL)$/i;
+                        syswrite $fh, $reply;
+                    }
+                }
+            }
+        }
+        POSIX::_exit(0);
+    }
+    close $listen;
+    $children{$pid} = 1;
+    return bless { pid => $pid, port => $port, mode => $mode }, $class;
+}
+
+# Removes one complete RESP command (an array of bulk strings) from the
+# buffer; returns its name, or undef if the buffer holds no whole command.
+sub _take_command {
+    my ($buf) = @_;
+    my $pos = 0;
+    return undef unless $$buf =~ /\A\*(\d+)\r\n/;
+    my $n = $1;
+    $pos = length "*$n\r\n";
+    my $name;
+    for (1 .. $n) {
+        my $rest = substr $$buf, $pos;
+        return undef unless $rest =~ /\A\$(\d+)\r\n/;
+        my $len = $1;
+        my $start = $pos + length("\$$len\r\n");
+        return undef if length($$buf) < $start + $len + 2;
+        $name //= substr $$buf, $start, $len;
+        $pos = $start + $len + 2;
+    }
+    substr($$buf, 0, $pos) = '';
+    return $name // '';
+}
+
+sub port { $_[0]{port} }
+sub pid  { $_[0]{pid} }
+
+sub stop {
+    my ($self) = @_;
+    RedisServer::_kill_wait(delete $self->{pid}, 'KILL') if $self->{pid};
+}
+
+sub DESTROY {
+    my ($self) = @_;
+    local ($@, $!, $?);
+    $self->stop if $self->{pid};
+}
+
+# ===========================================================================
+
+package RedisServer::Closed;
+
+# A loopback port where nothing listens (connections are refused).
+
+sub new  { bless { port => RedisServer::free_port() }, $_[0] }
+sub port { $_[0]{port} }
+sub stop { }
+
+1;

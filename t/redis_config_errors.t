@@ -1,0 +1,316 @@
+# nginx -t refuses bad throttle_redis / redis= configurations with a message
+# naming the directive and the offending value; good edge cases start.
+
+use ThrottleTest;
+require_redis_module();
+run_blocks();
+
+__DATA__
+
+=== TEST 1: redis= names no throttle_redis
+--- http_config
+throttle_zone $http_x_key zone=z:1m rate=1r/m redis=nope;
+--- must_die
+unknown redis=nope in "throttle_zone" "z"
+no "throttle_redis" has that name
+
+
+
+=== TEST 2: redis= names no throttle_redis: the message gives the line
+--- http_config
+throttle_zone $http_x_key zone=z:1m rate=1r/m redis=nope;
+--- todo: checked after the configuration is read, the message has no "in nginx.conf:N"
+--- must_die
+~ redis=nope.*nginx\.conf:\d+
+
+
+
+=== TEST 3: redis= names a backend declared under another name
+--- http_config
+throttle_redis main server=127.0.0.1:6379;
+throttle_zone $http_x_key zone=z:1m rate=1r/m redis=Main;
+--- must_die
+unknown redis=Main in "throttle_zone"
+
+
+
+=== TEST 4: server= with a port that is not a number
+--- http_config
+throttle_redis main server=garbage:x;
+--- must_die
+invalid parameter "server=garbage:x" in "throttle_redis": invalid port
+~ nginx\.conf:\d+
+
+
+
+=== TEST 5: server= out of range port
+--- http_config
+throttle_redis main server=127.0.0.1:99999;
+--- must_die
+invalid parameter "server=127.0.0.1:99999" in "throttle_redis"
+
+
+
+=== TEST 6: server= empty
+--- http_config
+throttle_redis main server=;
+--- must_die
+invalid parameter "server=" in "throttle_redis": no host
+
+
+
+=== TEST 7: server= a host that does not resolve
+--- http_config
+throttle_redis main server=no-such-host.invalid:6379;
+--- must_die
+invalid parameter "server=no-such-host.invalid:6379" in "throttle_redis": host not found
+
+
+
+=== TEST 8: no server= at all
+--- http_config
+throttle_redis main timeout=50ms;
+--- must_die
+"throttle_redis" "main" must have "server=host:port" parameter
+
+
+
+=== TEST 9: timeout=abc
+--- http_config
+throttle_redis main server=127.0.0.1:6379 timeout=abc;
+--- must_die
+invalid parameter "timeout=abc" in "throttle_redis"
+
+
+
+=== TEST 10: timeout=0
+--- http_config
+throttle_redis main server=127.0.0.1:6379 timeout=0;
+--- must_die
+invalid parameter "timeout=0" in "throttle_redis"
+
+
+
+=== TEST 11: connect_timeout=abc
+--- http_config
+throttle_redis main server=127.0.0.1:6379 connect_timeout=abc;
+--- must_die
+invalid parameter "connect_timeout=abc" in "throttle_redis"
+
+
+
+=== TEST 12: keepalive=0
+--- http_config
+throttle_redis main server=127.0.0.1:6379 keepalive=0;
+--- must_die
+invalid parameter "keepalive=0" in "throttle_redis": connections per worker, 1 to 64
+
+
+
+=== TEST 13: keepalive=65
+--- http_config
+throttle_redis main server=127.0.0.1:6379 keepalive=65;
+--- must_die
+invalid parameter "keepalive=65" in "throttle_redis"
+
+
+
+=== TEST 14: database=-1
+--- http_config
+throttle_redis main server=127.0.0.1:6379 database=-1;
+--- must_die
+invalid parameter "database=-1" in "throttle_redis"
+
+
+
+=== TEST 15: database=x
+--- http_config
+throttle_redis main server=127.0.0.1:6379 database=x;
+--- must_die
+invalid parameter "database=x" in "throttle_redis"
+
+
+
+=== TEST 16: an unknown parameter
+--- http_config
+throttle_redis main server=127.0.0.1:6379 bogus=1;
+--- must_die
+invalid parameter "bogus=1" in "throttle_redis": unknown
+
+
+
+=== TEST 17: sync_interval= is not a throttle_redis parameter
+--- http_config
+throttle_redis main server=127.0.0.1:6379 sync_interval=100ms;
+--- must_die
+invalid parameter "sync_interval=100ms" in "throttle_redis"
+
+
+
+=== TEST 18: duplicate throttle_redis name
+--- http_config
+throttle_redis main server=127.0.0.1:6379;
+throttle_redis main server=127.0.0.1:6380;
+--- must_die
+duplicate "throttle_redis" "main"
+
+
+
+=== TEST 19: a name with odd characters
+--- http_config
+throttle_redis "a b" server=127.0.0.1:6379;
+--- must_die
+invalid name "a b" in "throttle_redis"
+
+
+
+=== TEST 20: sync=async is not available yet
+--- http_config
+throttle_redis main server=127.0.0.1:6379;
+throttle_zone $http_x_key zone=z:1m rate=1r/m redis=main sync=async;
+--- must_die
+invalid parameter "sync=async" in "throttle_zone"
+"sync=strict"
+
+
+
+=== TEST 21: sync=bogus
+--- http_config
+throttle_redis main server=127.0.0.1:6379;
+throttle_zone $http_x_key zone=z:1m rate=1r/m redis=main sync=bogus;
+--- must_die
+invalid parameter "sync=bogus" in "throttle_zone"
+
+
+
+=== TEST 22: sync= without redis=
+--- http_config
+throttle_zone $http_x_key zone=z:1m rate=1r/m sync=strict;
+--- must_die
+"throttle_zone" "z": "sync=" needs "redis="
+
+
+
+=== TEST 23: sync_interval= on a zone
+--- http_config
+throttle_redis main server=127.0.0.1:6379;
+throttle_zone $http_x_key zone=z:1m rate=1r/m redis=main sync_interval=100ms;
+--- must_die
+sync_interval=
+"throttle_zone"
+
+
+
+=== TEST 24: tls_verify=maybe
+--- http_config
+throttle_redis main server=127.0.0.1:6379 tls tls_verify=maybe;
+--- must_die
+invalid parameter "tls_verify=maybe" in "throttle_redis": use on or off
+
+
+
+=== TEST 25: tls_* without tls
+--- http_config
+throttle_redis main server=127.0.0.1:6379 tls_name=localhost;
+--- must_die
+"throttle_redis" "main": tls_* parameters need "tls"
+
+
+
+=== TEST 26: username= without password=
+--- http_config
+throttle_redis main server=127.0.0.1:6379 username=alice;
+--- must_die
+"throttle_redis" "main": "username=alice" needs "password="
+
+
+
+=== TEST 27: a trusted certificate file that does not exist
+--- http_config
+throttle_redis main server=127.0.0.1:6379 tls tls_trusted_certificate=/nonexistent/ca.pem;
+--- must_die
+/nonexistent/ca.pem
+
+
+
+=== TEST 28: a trusted certificate file that does not exist: the message names the directive and the line
+--- http_config
+throttle_redis main server=127.0.0.1:6379 tls tls_trusted_certificate=/nonexistent/ca.pem;
+--- todo: the SSL error names the file but neither "throttle_redis" nor the line
+--- must_die
+~ throttle_redis.*/nonexistent/ca\.pem|/nonexistent/ca\.pem.*throttle_redis
+~ nginx\.conf:\d+
+
+
+
+=== TEST 29: throttle_redis outside http{}
+--- config
+location / {
+    throttle_redis main server=127.0.0.1:6379;
+}
+--- must_die
+"throttle_redis" directive is not allowed here
+
+
+
+=== TEST 30: too few arguments
+--- http_config
+throttle_redis main;
+--- must_die
+invalid number of arguments in "throttle_redis" directive
+
+
+
+=== TEST 31: every parameter at once, and the edge values, are accepted
+--- redis
+tls
+--- http_config
+throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT password=p username=u database=0 tls tls_verify=on tls_trusted_certificate=$TEST_REDIS_TLS_DIR/ca.pem tls_name=localhost connect_timeout=1s timeout=1ms keepalive=1 prefix=a:;
+throttle_redis other server=localhost:$TEST_REDIS_PORT database=15 keepalive=64 timeout=10s tls tls_verify=off;
+throttle_redis plain server=127.0.0.1;
+throttle_zone $http_x_key zone=a:1m rate=1r/m redis=main;
+throttle_zone $http_x_key zone=b:1m rate=1r/m redis=other sync=strict;
+throttle_zone $http_x_key zone=c:1m rate=1r/m redis=plain;
+--- config
+location / {
+    throttle zone=a;
+    throttle zone=b;
+    throttle zone=c;
+}
+--- requests
+GET /a.txt => 200
+
+
+
+=== TEST 32: a backend no zone uses is fine
+--- http_config
+throttle_redis unused server=127.0.0.1:6379;
+throttle_zone $http_x_key zone=z:1m rate=1r/m;
+--- config
+location / {
+    throttle zone=z;
+}
+--- requests
+GET /a.txt => 200
+  > X-Key: k
+
+
+
+=== TEST 33: throttle_redis may come after the zones that use it
+--- redis
+redis
+--- http_config
+throttle_zone $http_x_key zone=z:1m rate=1r/m burst=0 redis=late;
+throttle_redis late server=127.0.0.1:$TEST_REDIS_PORT;
+--- config
+location / {
+    throttle zone=z;
+    add_header X-Status $throttle_status always;
+}
+--- requests
+GET /a.txt => 200
+  > X-Key: k
+  X-Status: PASSED
+GET /a.txt => 429
+  > X-Key: k
+  X-Status: REJECTED
