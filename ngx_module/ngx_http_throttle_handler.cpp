@@ -166,7 +166,7 @@ ngx_http_throttle_decide(ngx_http_request_t        *r,
     int64_t    now = throttle::monotonic_now_us();
 
     auto taking_part = [&](ngx_http_throttle_check_t &check) {
-        return check.zone && (remote || check.zone->redis == NULL);
+        return check.zone && (remote || !ngx_http_throttle_strict(check.zone));
     };
 
     *rejected = false;
@@ -186,14 +186,15 @@ ngx_http_throttle_decide(ngx_http_request_t        *r,
 
     if (commit && !*rejected) {
         for (i = 0; i < n && rc == NGX_OK; i++) {
-            if (checks[i].zone && checks[i].zone->redis == NULL) {
+            if (checks[i].zone && !ngx_http_throttle_strict(checks[i].zone)) {
                 rc = ngx_http_throttle_reserve(&checks[i], now,
                                                r->connection->log);
             }
         }
 
         for (i = 0; i < n; i++) {
-            if (checks[i].zone == NULL || checks[i].zone->redis) {
+            if (checks[i].zone == NULL
+                || ngx_http_throttle_strict(checks[i].zone)) {
                 continue;
             }
 
@@ -287,7 +288,7 @@ ngx_http_throttle_complete(ngx_http_request_t      *r,
     for (i = 0; i < ctx->nchecks; i++) {
         check = &ctx->checks[i];
 
-        if (check->zone && check->zone->redis) {
+        if (check->zone && ngx_http_throttle_strict(check->zone)) {
             failed = failed || check->failed;
             rejected =
                 rejected || (!check->failed && check->decision.result.limited);
@@ -407,7 +408,7 @@ ngx_http_throttle_handler(ngx_http_request_t *r) noexcept
         }
 
         active++;
-        remote = remote || checks[i].zone->redis;
+        remote = remote || ngx_http_throttle_strict(checks[i].zone);
     }
 
     if (active == 0) {

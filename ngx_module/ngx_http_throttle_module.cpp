@@ -165,7 +165,7 @@ ngx_http_throttle_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) noexcept
     throttle::Rate      rate{};
     int64_t             burst = 0;
     throttle::Algorithm algorithm = throttle::Algorithm::gcra;
-    bool                sync_strict = false;
+    ngx_uint_t          sync = NGX_CONF_UNSET_UINT;
 
     value = (ngx_str_t *) cf->args->elts;
 
@@ -295,25 +295,37 @@ ngx_http_throttle_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) noexcept
 
         if (ngx_http_throttle_param(&value[i], "sync=", &v)) {
             if (v.len == 6 && ngx_strncmp(v.data, "strict", 6) == 0) {
-                sync_strict = true;
+                sync = NGX_HTTP_THROTTLE_SYNC_STRICT;
+                continue;
+            }
+
+            if (v.len == 5 && ngx_strncmp(v.data, "async", 5) == 0) {
+                sync = NGX_HTTP_THROTTLE_SYNC_ASYNC;
                 continue;
             }
 
             ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                                "invalid parameter \"%V\" in "
-                               "\"throttle_zone\": only \"sync=strict\" is "
-                               "available in this version",
+                               "\"throttle_zone\": use sync=strict or "
+                               "sync=async",
                                &value[i]);
             return (char *) NGX_CONF_ERROR;
         }
 
         if (ngx_http_throttle_param(&value[i], "sync_interval=", &v)) {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                               "\"%V\" in \"throttle_zone\" is not "
-                               "available in this version (it goes with "
-                               "sync=async)",
-                               &value[i]);
-            return (char *) NGX_CONF_ERROR;
+            ngx_int_t ms = ngx_parse_time(&v, 0);
+
+            if (ms == NGX_ERROR || ms < 10 || ms > 60000) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "invalid parameter \"%V\" in "
+                                   "\"throttle_zone\": use a time from "
+                                   "10ms to 60s",
+                                   &value[i]);
+                return (char *) NGX_CONF_ERROR;
+            }
+
+            zone->sync_interval = (ngx_msec_t) ms;
+            continue;
         }
 
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
@@ -329,12 +341,31 @@ ngx_http_throttle_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) noexcept
         return (char *) NGX_CONF_ERROR;
     }
 
-    if (sync_strict && zone->redis_name.len == 0) {
+    if (sync != NGX_CONF_UNSET_UINT && zone->redis_name.len == 0) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "\"throttle_zone\" \"%V\": \"sync=\" needs "
                            "\"redis=\"",
                            &name);
         return (char *) NGX_CONF_ERROR;
+    }
+
+    if (zone->sync_interval && sync != NGX_HTTP_THROTTLE_SYNC_ASYNC) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"throttle_zone\" \"%V\": \"sync_interval=\" "
+                           "needs \"sync=async\"",
+                           &name);
+        return (char *) NGX_CONF_ERROR;
+    }
+
+    if (zone->redis_name.len) {
+        /* strict unless asked otherwise; async syncs every 100ms unless
+         * told */
+        zone->sync = (sync == NGX_CONF_UNSET_UINT)
+            ? NGX_HTTP_THROTTLE_SYNC_STRICT
+            : sync;
+        if (zone->sync_interval == 0) {
+            zone->sync_interval = 100;
+        }
     }
 
     if (rate_text.len == 0) {
@@ -388,6 +419,8 @@ ngx_http_throttle_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) noexcept
     zone->name = shm_zone->shm.name;
     zone->policy = *policy.value;
     zone->shm_zone = shm_zone;
+    zone->file = cf->conf_file->file.name;
+    zone->line = cf->conf_file->line;
 
     shm_zone->init = ngx_http_throttle_init_zone;
     shm_zone->data = zone;
@@ -716,8 +749,9 @@ ngx_http_throttle_init(ngx_conf_t *cf) noexcept
         if (zones[i]->redis == NULL) {
             ngx_log_error(NGX_LOG_EMERG, cf->log, 0,
                           "unknown redis=%V in \"throttle_zone\" \"%V\": no "
-                          "\"throttle_redis\" has that name",
-                          &zones[i]->redis_name, &zones[i]->name);
+                          "\"throttle_redis\" has that name in %V:%ui",
+                          &zones[i]->redis_name, &zones[i]->name,
+                          &zones[i]->file, zones[i]->line);
             return NGX_ERROR;
         }
     }
@@ -780,6 +814,7 @@ static ngx_int_t
 ngx_http_throttle_init_process(ngx_cycle_t *cycle) noexcept
 {
     ngx_uint_t                     i;
+    ngx_http_throttle_zone_t     **zones;
     ngx_http_throttle_redis_t    **backends;
     ngx_http_throttle_main_conf_t *tmcf;
 
@@ -792,6 +827,16 @@ ngx_http_throttle_init_process(ngx_cycle_t *cycle) noexcept
 
     for (i = 0; i < tmcf->redis.nelts; i++) {
         if (ngx_http_throttle_redis_init_worker(cycle, backends[i]) != NGX_OK) {
+            return NGX_ERROR;
+        }
+    }
+
+    zones = (ngx_http_throttle_zone_t **) tmcf->zones.elts;
+
+    for (i = 0; i < tmcf->zones.nelts; i++) {
+        if (zones[i]->sync == NGX_HTTP_THROTTLE_SYNC_ASYNC
+            && ngx_http_throttle_async_init_worker(cycle, zones[i]) != NGX_OK)
+        {
             return NGX_ERROR;
         }
     }

@@ -49,18 +49,34 @@ typedef struct {
     ngx_queue_t       queue;        /* most recently used first */
     int64_t           full_logged;  /* last "zone is full" log, us */
     int64_t           evict_logged; /* last "evicting live keys" log, us */
+    /* async mode */
+    ngx_queue_t dirty;         /* keys to sync, oldest first */
+    int64_t     flush_at;      /* next sync, us */
+    ngx_pid_t   flusher;       /* the worker syncing now, or 0 */
+    int64_t     flusher_until; /* when its claim lapses, us */
+    int64_t     dropped_units; /* evicted before they were synced */
+    ngx_uint_t  failing;       /* syncs failed in a row */
 } ngx_http_throttle_shctx_t;
 
 /* One key's state. Starts at ngx_rbtree_node_t.color, as limit_req's. */
 typedef struct {
-    u_char             color;
-    u_char             hashed; /* data is a digest of a long key */
-    u_short            len;
-    ngx_queue_t        queue;
-    int64_t            expire_at; /* monotonic us; stale after */
+    u_char      color;
+    u_char      hashed; /* data is a digest of a long key */
+    u_short     len;
+    u_char      sync_rounds; /* async: syncs still due (in "dirty") */
+    ngx_queue_t queue;
+    ngx_queue_t dirty;
+    int64_t     expire_at; /* monotonic us; stale after */
+    /* GCRA: words[0] is the TAT (this machine's clock); async zones keep
+     * the units charged since the last sync in words[1] */
     throttle::KeyState state;
     u_char             data[1];
 } ngx_http_throttle_node_t;
+
+/* Where a zone's state lives: throttle_zone's redis= and sync= */
+#define NGX_HTTP_THROTTLE_SYNC_LOCAL 0
+#define NGX_HTTP_THROTTLE_SYNC_STRICT 1
+#define NGX_HTTP_THROTTLE_SYNC_ASYNC 2
 
 /* A throttle_zone: lives in the configuration cycle's pool. */
 typedef struct {
@@ -70,11 +86,24 @@ typedef struct {
     ngx_shm_zone_t            *shm_zone;
     ngx_http_throttle_shctx_t *sh;
     ngx_slab_pool_t           *shpool;
-    /* strict mode: Redis decides, the shm zone caches its denials */
+    /* strict mode: Redis decides, the shm zone caches its denials;
+     * async mode: the shm zone decides, and syncs with Redis */
+    ngx_uint_t                 sync;
+    ngx_msec_t                 sync_interval;
     ngx_str_t                  redis_name;
+    ngx_str_t                  file; /* where throttle_zone is, for errors */
+    ngx_uint_t                 line;
     ngx_http_throttle_redis_t *redis;
     ngx_msec_t                 error_logged_at; /* this worker's */
+    ngx_event_t               *flush_timer;     /* this worker's */
 } ngx_http_throttle_zone_t;
+
+/* Strict zones are decided by Redis; local and async ones by the zone. */
+static inline bool
+ngx_http_throttle_strict(const ngx_http_throttle_zone_t *zone)
+{
+    return zone->sync == NGX_HTTP_THROTTLE_SYNC_STRICT;
+}
 
 /* One "throttle" line of a location. */
 typedef struct {
@@ -158,6 +187,20 @@ ngx_http_throttle_ctx_t *
 ngx_http_throttle_get_ctx(ngx_http_request_t *r) noexcept;
 
 void ngx_http_throttle_resume(ngx_http_throttle_ctx_t *ctx) noexcept;
+
+/* ngx_http_throttle_zone.cpp, for async mode */
+ngx_http_throttle_node_t *
+ngx_http_throttle_find_node(ngx_http_throttle_zone_t *zone, const u_char *data,
+                            size_t len, ngx_uint_t hashed) noexcept;
+void ngx_http_throttle_expire(ngx_http_throttle_zone_t *zone, ngx_uint_t n,
+                              int64_t now) noexcept;
+void ngx_http_throttle_mark_dirty(ngx_http_throttle_zone_t *zone,
+                                  ngx_http_throttle_node_t *tn) noexcept;
+
+/* ngx_http_throttle_async.cpp */
+ngx_int_t
+ngx_http_throttle_async_init_worker(ngx_cycle_t              *cycle,
+                                    ngx_http_throttle_zone_t *zone) noexcept;
 
 /* ngx_http_throttle_strict.cpp */
 ngx_uint_t ngx_http_throttle_strict_send(ngx_http_throttle_ctx_t *ctx) noexcept;

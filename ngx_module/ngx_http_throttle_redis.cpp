@@ -409,9 +409,13 @@ ngx_http_throttle_redis_handshaked(ngx_connection_t *c) noexcept
     ngx_str_t                      *name;
     ngx_http_throttle_redis_conn_t *rc;
     ngx_http_throttle_redis_t      *backend;
+    char                            err[256];
 
     rc = (ngx_http_throttle_redis_conn_t *) c->data;
     backend = rc->pool->backend;
+
+    /* the reasons go through close(), whose log line is limited to one a
+     * second: a bad certificate fails every reconnect */
 
     if (!c->ssl->handshaked) {
         ngx_http_throttle_redis_close(rc, "TLS handshake failed");
@@ -422,23 +426,19 @@ ngx_http_throttle_redis_handshaked(ngx_connection_t *c) noexcept
         rc_verify = SSL_get_verify_result(c->ssl->connection);
 
         if (rc_verify != X509_V_OK) {
-            ngx_log_error(NGX_LOG_ERR, c->log, 0,
-                          "throttle redis \"%V\": certificate verify error: "
-                          "(%l:%s)",
-                          &backend->name, rc_verify,
-                          X509_verify_cert_error_string(rc_verify));
-            ngx_http_throttle_redis_close(rc, "TLS certificate not trusted");
+            ngx_snprintf((u_char *) err, sizeof(err) - 1,
+                         "TLS certificate verify error: (%l:%s)%Z", rc_verify,
+                         X509_verify_cert_error_string(rc_verify));
+            ngx_http_throttle_redis_close(rc, err);
             return;
         }
 
         name = backend->tls_name.len ? &backend->tls_name : &backend->url.host;
 
         if (ngx_http_throttle_redis_check_name(c, name) != NGX_OK) {
-            ngx_log_error(NGX_LOG_ERR, c->log, 0,
-                          "throttle redis \"%V\": certificate does not "
-                          "match \"%V\"",
-                          &backend->name, name);
-            ngx_http_throttle_redis_close(rc, "TLS certificate name mismatch");
+            ngx_snprintf((u_char *) err, sizeof(err) - 1,
+                         "TLS certificate does not match \"%V\"%Z", name);
+            ngx_http_throttle_redis_close(rc, err);
             return;
         }
     }
@@ -542,7 +542,9 @@ ngx_http_throttle_redis_connect(ngx_http_throttle_redis_conn_t *rc) noexcept
     rc->peer.name = &backend->url.addrs[0].name;
     rc->peer.get = ngx_event_get_peer;
     rc->peer.log = pool->log;
-    rc->peer.log_error = NGX_ERROR_ERR;
+    /* nginx's own I/O and TLS errors on this connection at info: the
+     * limited line from close() says what went wrong */
+    rc->peer.log_error = NGX_ERROR_INFO;
 
     n = ngx_event_connect_peer(&rc->peer);
 

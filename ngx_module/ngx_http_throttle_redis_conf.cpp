@@ -105,6 +105,18 @@ ngx_http_throttle_redis_set_tls(ngx_conf_t                *cf,
         return NGX_CONF_OK;
     }
 
+    if (ngx_conf_full_name(cf->cycle, &backend->tls_trusted_certificate, 1)
+            != NGX_OK
+        || access((const char *) backend->tls_trusted_certificate.data, R_OK)
+            != 0)
+    {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, ngx_errno,
+                           "\"throttle_redis\" \"%V\": cannot read "
+                           "tls_trusted_certificate=%V",
+                           &backend->name, &backend->tls_trusted_certificate);
+        return (char *) NGX_CONF_ERROR;
+    }
+
     if (ngx_ssl_trusted_certificate(cf, backend->ssl,
                                     &backend->tls_trusted_certificate, 10)
         != NGX_OK)

@@ -109,7 +109,7 @@ ngx_http_throttle_strict_send(ngx_http_throttle_ctx_t *ctx) noexcept
         check = &ctx->checks[i];
         zone = check->zone;
 
-        if (zone == NULL || zone->redis == NULL) {
+        if (zone == NULL || !ngx_http_throttle_strict(zone)) {
             continue;
         }
 
@@ -175,7 +175,7 @@ ngx_http_throttle_strict_settle(ngx_http_throttle_ctx_t *ctx,
         check = &ctx->checks[i];
         zone = check->zone;
 
-        if (zone == NULL || zone->redis == NULL || check->failed) {
+        if (zone == NULL || !ngx_http_throttle_strict(zone) || check->failed) {
             continue;
         }
 

@@ -87,13 +87,20 @@ ngx_http_throttle_delete(ngx_http_throttle_zone_t *zone,
 {
     ngx_rbtree_node_t *node = ngx_http_throttle_rbnode(tn);
 
+    if (tn->sync_rounds) {
+        /* an async key evicted before its consumption reached Redis */
+        ngx_queue_remove(&tn->dirty);
+        zone->sh->dropped_units += tn->state.words[1];
+    }
+
     ngx_queue_remove(&tn->queue);
     ngx_rbtree_delete(&zone->sh->rbtree, node);
     ngx_slab_free_locked(zone->shpool, node);
 }
 
-/* Frees expired nodes from the least recently used end, up to "n". */
-static void
+/* Frees expired nodes from the least recently used end, up to "n". An
+ * async key still due a sync stays until it has had it. */
+void
 ngx_http_throttle_expire(ngx_http_throttle_zone_t *zone, ngx_uint_t n,
                          int64_t now) noexcept
 {
@@ -104,7 +111,7 @@ ngx_http_throttle_expire(ngx_http_throttle_zone_t *zone, ngx_uint_t n,
         q = ngx_queue_last(&zone->sh->queue);
         tn = ngx_queue_data(q, ngx_http_throttle_node_t, queue);
 
-        if (tn->expire_at > now) {
+        if (tn->expire_at > now || tn->sync_rounds) {
             return;
         }
 
@@ -137,42 +144,49 @@ ngx_http_throttle_evict(ngx_http_throttle_zone_t *zone, int64_t now,
     ngx_http_throttle_delete(zone, tn);
 }
 
-/* Finds the check's node, if the zone holds its key. */
-static void
-ngx_http_throttle_find(ngx_http_throttle_check_t *check, int64_t now) noexcept
+ngx_http_throttle_node_t *
+ngx_http_throttle_find_node(ngx_http_throttle_zone_t *zone, const u_char *data,
+                            size_t len, ngx_uint_t hashed) noexcept
 {
-    const throttle::ZoneKey  &key = check->key;
-    ngx_http_throttle_zone_t *zone = check->zone;
+    uint32_t                  hash = ngx_murmur_hash2((u_char *) data, len);
     ngx_rbtree_node_t        *node, *sentinel;
     ngx_http_throttle_node_t *tn;
     ngx_int_t                 rc;
-
-    ngx_http_throttle_expire(zone, NGX_HTTP_THROTTLE_SWEEP, now);
-
-    check->hash = ngx_murmur_hash2((u_char *) key.data(), key.size());
-    check->node = NULL;
-    check->fresh = NULL;
 
     node = zone->sh->rbtree.root;
     sentinel = zone->sh->rbtree.sentinel;
 
     while (node != sentinel) {
 
-        if (check->hash != node->key) {
-            node = (check->hash < node->key) ? node->left : node->right;
+        if (hash != node->key) {
+            node = (hash < node->key) ? node->left : node->right;
             continue;
         }
 
         tn = (ngx_http_throttle_node_t *) &node->color;
-        rc =
-            ngx_http_throttle_compare(tn, key.data(), key.size(), key.hashed());
+        rc = ngx_http_throttle_compare(tn, data, len, hashed);
         if (rc == 0) {
-            check->node = tn;
-            break;
+            return tn;
         }
 
         node = (rc < 0) ? node->right : node->left;
     }
+
+    return NULL;
+}
+
+/* Finds the check's node, if the zone holds its key. */
+static void
+ngx_http_throttle_find(ngx_http_throttle_check_t *check, int64_t now) noexcept
+{
+    const throttle::ZoneKey &key = check->key;
+
+    ngx_http_throttle_expire(check->zone, NGX_HTTP_THROTTLE_SWEEP, now);
+
+    check->hash = ngx_murmur_hash2((u_char *) key.data(), key.size());
+    check->fresh = NULL;
+    check->node = ngx_http_throttle_find_node(check->zone, key.data(),
+                                              key.size(), key.hashed());
 }
 
 void
@@ -257,6 +271,7 @@ ngx_http_throttle_reserve(ngx_http_throttle_check_t *check, int64_t now,
     node->key = check->hash;
     tn = (ngx_http_throttle_node_t *) &node->color;
     tn->hashed = key.hashed() ? 1 : 0;
+    tn->sync_rounds = 0;
     tn->len = (u_short) key.size();
     ngx_memcpy(tn->data, key.data(), key.size());
 
@@ -295,9 +310,32 @@ ngx_http_throttle_commit(ngx_http_throttle_check_t *check) noexcept
                           ngx_http_throttle_rbnode(tn));
     }
 
+    if (check->zone->sync == NGX_HTTP_THROTTLE_SYNC_ASYNC) {
+        /* what this node charged since its last sync, for the next one */
+        check->decision.state.words[1] =
+            (check->node ? tn->state.words[1] : 0) + check->cost;
+    }
+
     tn->state = check->decision.state;
     tn->expire_at = check->decision.expire_at_us;
     ngx_queue_insert_head(&check->zone->sh->queue, &tn->queue);
+
+    if (check->zone->sync == NGX_HTTP_THROTTLE_SYNC_ASYNC) {
+        ngx_http_throttle_mark_dirty(check->zone, tn);
+    }
+}
+
+/* An async key is synced at the next flush, and once more after it, so
+ * that it also learns what the other nodes charged meanwhile. */
+void
+ngx_http_throttle_mark_dirty(ngx_http_throttle_zone_t *zone,
+                             ngx_http_throttle_node_t *tn) noexcept
+{
+    if (tn->sync_rounds == 0) {
+        ngx_queue_insert_tail(&zone->sh->dirty, &tn->dirty);
+    }
+
+    tn->sync_rounds = 2;
 }
 
 ngx_int_t
@@ -359,6 +397,12 @@ ngx_http_throttle_init_zone(ngx_shm_zone_t *shm_zone, void *data) noexcept
     ngx_rbtree_init(&zone->sh->rbtree, &zone->sh->sentinel,
                     ngx_http_throttle_rbtree_insert_value);
     ngx_queue_init(&zone->sh->queue);
+    ngx_queue_init(&zone->sh->dirty);
+    zone->sh->flush_at = 0;
+    zone->sh->flusher = 0;
+    zone->sh->flusher_until = 0;
+    zone->sh->dropped_units = 0;
+    zone->sh->failing = 0;
     zone->sh->full_logged = 0;
     zone->sh->evict_logged = 0;
 

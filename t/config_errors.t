@@ -275,12 +275,11 @@ unknown redis=main in "throttle_zone" "z": no "throttle_redis" has that name
 
 
 
-=== TEST 31: sync=async is not available in this version
+=== TEST 31: sync=async without redis=
 --- http_config
-throttle_redis main server=127.0.0.1:6379;
-throttle_zone $http_x_key zone=z:1m rate=1r/m redis=main sync=async;
+throttle_zone $http_x_key zone=z:1m rate=1r/m sync=async;
 --- must_die
-invalid parameter "sync=async" in "throttle_zone": only "sync=strict" is available in this version
+"throttle_zone" "z": "sync=" needs "redis="
 
 
 

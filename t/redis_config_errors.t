@@ -19,7 +19,6 @@ no "throttle_redis" has that name
 === TEST 2: redis= names no throttle_redis: the message gives the line
 --- http_config
 throttle_zone $http_x_key zone=z:1m rate=1r/m redis=nope;
---- todo: checked after the configuration is read, the message has no "in nginx.conf:N"
 --- must_die
 ~ redis=nope.*nginx\.conf:\d+
 
@@ -164,13 +163,12 @@ invalid name "a b" in "throttle_redis"
 
 
 
-=== TEST 20: sync=async is not available yet
+=== TEST 20: sync=async with a sync_interval out of range
 --- http_config
 throttle_redis main server=127.0.0.1:6379;
-throttle_zone $http_x_key zone=z:1m rate=1r/m redis=main sync=async;
+throttle_zone $http_x_key zone=z:1m rate=1r/m redis=main sync=async sync_interval=5ms;
 --- must_die
-invalid parameter "sync=async" in "throttle_zone"
-"sync=strict"
+invalid parameter "sync_interval=5ms" in "throttle_zone": use a time from 10ms to 60s
 
 
 
@@ -236,7 +234,6 @@ throttle_redis main server=127.0.0.1:6379 tls tls_trusted_certificate=/nonexiste
 === TEST 28: a trusted certificate file that does not exist: the message names the directive and the line
 --- http_config
 throttle_redis main server=127.0.0.1:6379 tls tls_trusted_certificate=/nonexistent/ca.pem;
---- todo: the SSL error names the file but neither "throttle_redis" nor the line
 --- must_die
 ~ throttle_redis.*/nonexistent/ca\.pem|/nonexistent/ca\.pem.*throttle_redis
 ~ nginx\.conf:\d+

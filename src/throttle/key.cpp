@@ -2,6 +2,8 @@
 
 #include <openssl/sha.h>
 
+#include <cstring>
+
 namespace throttle {
 
 ZoneKey::ZoneKey(const unsigned char *data, size_t len) noexcept
@@ -10,6 +12,20 @@ ZoneKey::ZoneKey(const unsigned char *data, size_t len) noexcept
     if (hashed_) {
         SHA256(data, len, digest_.data());
     }
+}
+
+ZoneKey
+ZoneKey::stored(const unsigned char *data, size_t len, bool hashed) noexcept
+{
+    ZoneKey key;
+    if (hashed && len == kKeyDigestLen) {
+        key.hashed_ = true;
+        std::memcpy(key.digest_.data(), data, kKeyDigestLen);
+    } else {
+        key.raw_ = data;
+        key.len_ = len;
+    }
+    return key;
 }
 
 } // namespace throttle

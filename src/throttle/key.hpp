@@ -20,6 +20,10 @@ class ZoneKey {
     ZoneKey() noexcept : raw_(nullptr), len_(0), hashed_(false) {}
     ZoneKey(const unsigned char *data, size_t len) noexcept;
 
+    // A key as a zone stores it: its digest when "hashed".
+    static ZoneKey stored(const unsigned char *data, size_t len,
+                          bool hashed) noexcept;
+
     const unsigned char *data() const noexcept
     {
         return hashed_ ? digest_.data() : raw_;

@@ -53,5 +53,20 @@ TEST(ZoneKey, CopiesKeepPointingAtTheirOwnDigest)
     EXPECT_EQ(0, memcmp(copy.data(), k.data(), kKeyDigestLen));
 }
 
+TEST(ZoneKey, StoredFormRoundTrips)
+{
+    const std::string a(1000, 'x');
+    ZoneKey           k(bytes(a), a.size());
+    ZoneKey           back = ZoneKey::stored(k.data(), k.size(), k.hashed());
+    EXPECT_TRUE(back.hashed());
+    EXPECT_EQ(0, memcmp(back.data(), k.data(), kKeyDigestLen));
+
+    const std::string s("alice");
+    ZoneKey           raw = ZoneKey::stored(bytes(s), s.size(), false);
+    EXPECT_FALSE(raw.hashed());
+    EXPECT_EQ(raw.size(), 5u);
+    EXPECT_EQ(raw.data(), bytes(s));
+}
+
 } // namespace
 } // namespace throttle

@@ -1,0 +1,413 @@
+/*
+ * Async mode: the zone decides every request at once, as a local zone
+ * does, and remembers per key the units it charged ("pending"). Every
+ * sync_interval one worker of the nginx (whichever claims the zone first)
+ * takes the keys touched since the last sync and sends them to Redis in
+ * one pipelined batch of gcra_sync.lua calls; Redis adds them to the global
+ * funnel and answers with its state, which replaces the zone's view of
+ * each key. No request ever waits for Redis.
+ *
+ * When Redis cannot be reached the units stay pending in the zone (bounded
+ * by the zone's size: a key evicted before it was synced loses them, and
+ * they are counted) and go out with the next sync that succeeds.
+ */
+
+#include "ngx_http_throttle_module.h"
+
+#include "throttle/clock.hpp"
+#include "throttle/redis.hpp"
+
+#include <hiredis/hiredis.h>
+
+/* Keys per script call (one slot, one Lua run), and per sync. */
+#define NGX_HTTP_THROTTLE_ASYNC_BATCH 500
+#define NGX_HTTP_THROTTLE_ASYNC_MAX 20000
+
+typedef struct {
+    u_char *data; /* the key as the zone stores it */
+    u_short len;
+    u_char  hashed;
+    int64_t units;
+} ngx_http_throttle_async_key_t;
+
+typedef struct {
+    ngx_http_throttle_zone_t      *zone;
+    int64_t                        sent_at; /* this machine's clock, us */
+    ngx_uint_t                     nkeys;
+    ngx_uint_t                     pending; /* script calls in flight */
+    ngx_http_throttle_async_key_t *keys;
+} ngx_http_throttle_async_flush_t;
+
+typedef struct {
+    ngx_http_throttle_async_flush_t *flush;
+    ngx_uint_t                       first;
+    ngx_uint_t                       n;
+} ngx_http_throttle_async_call_t;
+
+static void ngx_http_throttle_async_tick(ngx_event_t *ev) noexcept;
+
+static void
+ngx_http_throttle_async_schedule(ngx_http_throttle_zone_t *zone) noexcept
+{
+    if (!ngx_exiting && !ngx_terminate && !ngx_quit) {
+        ngx_add_timer(zone->flush_timer, zone->sync_interval);
+    }
+}
+
+/* Under the zone's lock: Redis's answer replaces the view of each key, plus
+ * what this node charged since the batch left. */
+static void
+ngx_http_throttle_async_apply(ngx_http_throttle_async_flush_t *flush,
+                              ngx_uint_t first, ngx_uint_t n,
+                              const int64_t *ttls) noexcept
+{
+    ngx_uint_t                     i;
+    ngx_http_throttle_node_t      *tn;
+    ngx_http_throttle_async_key_t *k;
+    ngx_http_throttle_zone_t      *zone = flush->zone;
+
+    for (i = 0; i < n; i++) {
+        k = &flush->keys[first + i];
+        tn = ngx_http_throttle_find_node(zone, k->data, k->len, k->hashed);
+
+        if (tn == NULL) {
+            continue; /* evicted meanwhile; Redis has its units */
+        }
+
+        tn->state.words[0] = throttle::synced_tat(
+            flush->sent_at, ttls[i], zone->policy.gcra.emission_interval_us,
+            tn->state.words[1]);
+        tn->expire_at = tn->state.words[0];
+    }
+}
+
+/* Under the zone's lock: the units go back to their keys for the next
+ * sync; those whose key is gone are counted as dropped. */
+static void
+ngx_http_throttle_async_keep(ngx_http_throttle_async_flush_t *flush,
+                             ngx_uint_t first, ngx_uint_t n) noexcept
+{
+    ngx_uint_t                     i;
+    ngx_http_throttle_node_t      *tn;
+    ngx_http_throttle_async_key_t *k;
+    ngx_http_throttle_zone_t      *zone = flush->zone;
+
+    for (i = 0; i < n; i++) {
+        k = &flush->keys[first + i];
+        tn = ngx_http_throttle_find_node(zone, k->data, k->len, k->hashed);
+
+        if (tn == NULL) {
+            zone->sh->dropped_units += k->units;
+            continue;
+        }
+
+        tn->state.words[1] += k->units;
+
+        if (k->units || tn->sync_rounds) {
+            ngx_http_throttle_mark_dirty(zone, tn);
+        }
+    }
+}
+
+static void
+ngx_http_throttle_async_finish(ngx_http_throttle_async_flush_t *flush) noexcept
+{
+    ngx_http_throttle_zone_t *zone = flush->zone;
+
+    ngx_shmtx_lock(&zone->shpool->mutex);
+
+    if (zone->sh->flusher == ngx_pid) {
+        zone->sh->flusher = 0;
+    }
+
+    ngx_shmtx_unlock(&zone->shpool->mutex);
+
+    ngx_free(flush);
+}
+
+static void
+ngx_http_throttle_async_done(void *data, redisReply *reply,
+                             const char *err) noexcept
+{
+    ngx_http_throttle_async_call_t  *call;
+    ngx_http_throttle_async_flush_t *flush;
+    ngx_http_throttle_zone_t        *zone;
+    int64_t                         *ttls;
+    ngx_uint_t                       failing;
+    int64_t                          dropped;
+
+    call = (ngx_http_throttle_async_call_t *) data;
+    flush = call->flush;
+    zone = flush->zone;
+
+    ttls = NULL;
+
+    if (reply) {
+        ttls = (int64_t *) ngx_alloc(call->n * sizeof(int64_t), ngx_cycle->log);
+        if (ttls == NULL) {
+            err = "out of memory";
+
+        } else {
+            err = throttle::decode_sync_reply(reply, call->n, ttls);
+        }
+    }
+
+    ngx_shmtx_lock(&zone->shpool->mutex);
+
+    if (err == NULL) {
+        ngx_http_throttle_async_apply(flush, call->first, call->n, ttls);
+        failing = zone->sh->failing;
+        dropped = zone->sh->dropped_units;
+        zone->sh->failing = 0;
+        zone->sh->dropped_units = 0;
+
+    } else {
+        ngx_http_throttle_async_keep(flush, call->first, call->n);
+        failing = zone->sh->failing++;
+        dropped = 0;
+    }
+
+    ngx_shmtx_unlock(&zone->shpool->mutex);
+
+    /* an outage is told when it starts and when it ends, not per sync */
+    if (err && failing == 0) {
+        ngx_log_error(NGX_LOG_WARN, ngx_cycle->log, 0,
+                      "throttle zone \"%V\": cannot sync with Redis (%s); "
+                      "deciding from the zone alone, and keeping what it "
+                      "charges for a later sync",
+                      &zone->name, err);
+
+    } else if (err == NULL && failing) {
+        ngx_log_error(NGX_LOG_NOTICE, ngx_cycle->log, 0,
+                      "throttle zone \"%V\": in sync with Redis again after "
+                      "%ui failed syncs; %L units were dropped with keys "
+                      "evicted meanwhile",
+                      &zone->name, failing, dropped);
+    }
+
+    ngx_free(ttls);
+    ngx_free(call);
+
+    if (--flush->pending == 0) {
+        ngx_http_throttle_async_finish(flush);
+    }
+}
+
+/* Under the zone's lock: takes the keys due a sync, oldest first. */
+static ngx_http_throttle_async_flush_t *
+ngx_http_throttle_async_take(ngx_http_throttle_zone_t *zone) noexcept
+{
+    size_t                           size;
+    u_char                          *p;
+    ngx_uint_t                       n;
+    ngx_queue_t                     *q;
+    ngx_http_throttle_node_t        *tn;
+    ngx_http_throttle_async_flush_t *flush;
+    ngx_http_throttle_async_key_t   *k;
+
+    n = 0;
+    size = sizeof(ngx_http_throttle_async_flush_t);
+
+    for (q = ngx_queue_head(&zone->sh->dirty);
+         q != ngx_queue_sentinel(&zone->sh->dirty)
+         && n < NGX_HTTP_THROTTLE_ASYNC_MAX;
+         q = ngx_queue_next(q))
+    {
+        tn = ngx_queue_data(q, ngx_http_throttle_node_t, dirty);
+        size += sizeof(ngx_http_throttle_async_key_t) + tn->len;
+        n++;
+    }
+
+    if (n == 0) {
+        return NULL;
+    }
+
+    p = (u_char *) ngx_alloc(size, ngx_cycle->log);
+    if (p == NULL) {
+        return NULL;
+    }
+
+    flush = (ngx_http_throttle_async_flush_t *) p;
+    flush->zone = zone;
+    flush->nkeys = n;
+    flush->pending = 0;
+    flush->keys = (ngx_http_throttle_async_key_t *) (flush + 1);
+    p = (u_char *) (flush->keys + n);
+
+    for (k = flush->keys; k < flush->keys + n; k++) {
+        q = ngx_queue_head(&zone->sh->dirty);
+        tn = ngx_queue_data(q, ngx_http_throttle_node_t, dirty);
+
+        k->data = p;
+        k->len = tn->len;
+        k->hashed = tn->hashed;
+        k->units = tn->state.words[1];
+        p = ngx_cpymem(p, tn->data, tn->len);
+
+        tn->state.words[1] = 0;
+        ngx_queue_remove(q);
+
+        if (--tn->sync_rounds) {
+            ngx_queue_insert_tail(&zone->sh->dirty, q);
+        }
+    }
+
+    return flush;
+}
+
+/* Sends keys [first, first + n) of the flush as one script call. */
+static void
+ngx_http_throttle_async_send(ngx_http_throttle_async_flush_t *flush,
+                             ngx_uint_t first, ngx_uint_t n) noexcept
+{
+    size_t                          keys_len;
+    u_char                         *p;
+    ngx_str_t                      *args;
+    ngx_uint_t                      i;
+    ngx_http_throttle_async_key_t  *k;
+    ngx_http_throttle_async_call_t *call;
+    ngx_http_throttle_zone_t       *zone = flush->zone;
+    ngx_http_throttle_redis_t      *redis = zone->redis;
+
+    keys_len = throttle::max_redis_key_len(redis->prefix.len, zone->name.len);
+
+    p = (u_char *) ngx_alloc(
+        sizeof(ngx_http_throttle_async_call_t) + (2 * n + 1) * sizeof(ngx_str_t)
+            + n * (keys_len + NGX_INT64_LEN) + NGX_INT64_LEN,
+        ngx_cycle->log);
+
+    call = (ngx_http_throttle_async_call_t *) p;
+
+    if (call == NULL) {
+        ngx_shmtx_lock(&zone->shpool->mutex);
+        ngx_http_throttle_async_keep(flush, first, n);
+        ngx_shmtx_unlock(&zone->shpool->mutex);
+        return;
+    }
+
+    call->flush = flush;
+    call->first = first;
+    call->n = n;
+
+    /* KEYS: the zone's keys; ARGV: T, then the units of each key */
+    args = (ngx_str_t *) (call + 1);
+    p = (u_char *) (args + 2 * n + 1);
+
+    for (i = 0; i < n; i++) {
+        k = &flush->keys[first + i];
+        throttle::ZoneKey key =
+            throttle::ZoneKey::stored(k->data, k->len, k->hashed);
+        args[i].data = p;
+        args[i].len = throttle::format_redis_key(
+            (char *) p, {(const char *) redis->prefix.data, redis->prefix.len},
+            {(const char *) zone->name.data, zone->name.len}, key,
+            throttle::HashTag::zone);
+        p += args[i].len;
+    }
+
+    args[n].data = p;
+    args[n].len =
+        ngx_sprintf(p, "%L", zone->policy.gcra.emission_interval_us) - p;
+    p += args[n].len;
+
+    for (i = 0; i < n; i++) {
+        args[n + 1 + i].data = p;
+        args[n + 1 + i].len =
+            ngx_sprintf(p, "%L", flush->keys[first + i].units) - p;
+        p += args[n + 1 + i].len;
+    }
+
+    flush->pending++;
+
+    if (ngx_http_throttle_redis_eval(
+            redis, throttle::ScriptId::gcra_sync, args, n, 2 * n + 1,
+            ngx_max(redis->timeout, zone->sync_interval),
+            ngx_http_throttle_async_done, call)
+        == NULL)
+    {
+        /* backing off: as if Redis had failed */
+        ngx_http_throttle_async_done(call, NULL, "Redis is unreachable");
+    }
+}
+
+static void
+ngx_http_throttle_async_tick(ngx_event_t *ev) noexcept
+{
+    ngx_uint_t                       first, n;
+    ngx_http_throttle_zone_t        *zone;
+    ngx_http_throttle_async_flush_t *flush;
+    int64_t                          now;
+
+    zone = (ngx_http_throttle_zone_t *) ev->data;
+    now = throttle::monotonic_now_us();
+    flush = NULL;
+
+    ngx_shmtx_lock(&zone->shpool->mutex);
+
+    /* drained keys go even without traffic to sweep them */
+    ngx_http_throttle_expire(zone, 100, now);
+
+    if (now >= zone->sh->flush_at
+        && (zone->sh->flusher == 0 || now >= zone->sh->flusher_until))
+    {
+        /* this worker syncs this round; the claim lapses if it dies */
+        zone->sh->flush_at = now + (int64_t) zone->sync_interval * 1000;
+        flush = ngx_http_throttle_async_take(zone);
+
+        if (flush) {
+            zone->sh->flusher = ngx_pid;
+            zone->sh->flusher_until = now
+                + (int64_t) (zone->sync_interval
+                             + ngx_max(zone->redis->timeout,
+                                       zone->sync_interval))
+                    * 1000;
+        }
+    }
+
+    ngx_shmtx_unlock(&zone->shpool->mutex);
+
+    if (flush) {
+        flush->sent_at = now;
+        flush->pending = 1; /* until every call is out */
+
+        for (first = 0; first < flush->nkeys; first += n) {
+            n = ngx_min(flush->nkeys - first,
+                        (ngx_uint_t) NGX_HTTP_THROTTLE_ASYNC_BATCH);
+            ngx_http_throttle_async_send(flush, first, n);
+        }
+
+        if (--flush->pending == 0) {
+            ngx_http_throttle_async_finish(flush);
+        }
+    }
+
+    ngx_http_throttle_async_schedule(zone);
+}
+
+ngx_int_t
+ngx_http_throttle_async_init_worker(ngx_cycle_t              *cycle,
+                                    ngx_http_throttle_zone_t *zone) noexcept
+{
+    ngx_event_t *ev;
+
+    ev = (ngx_event_t *) ngx_pcalloc(cycle->pool, sizeof(ngx_event_t));
+    if (ev == NULL) {
+        return NGX_ERROR;
+    }
+
+    ev->handler = ngx_http_throttle_async_tick;
+    ev->data = zone;
+    ev->log = cycle->log;
+    /* a pending sync does not keep an exiting worker alive */
+    ev->cancelable = 1;
+
+    zone->flush_timer = ev;
+
+    /* workers tick out of step; whichever finds the sync due claims it */
+    ngx_add_timer(ev,
+                  zone->sync_interval / 2
+                      + (ngx_msec_t) ngx_random()
+                          % (zone->sync_interval / 2 + 1));
+
+    return NGX_OK;
+}
