@@ -4,6 +4,7 @@
 #                requests passing then being limited
 #   make test    install what is missing, build, run every test
 #   make bench   throughput and latency with wrk, as ratios
+#   make accuracy  how exactly each mode holds a limit across two nginx
 
 SHELL       := /bin/bash
 NGINX_SRC   ?= /usr/share/nginx/src
@@ -20,13 +21,14 @@ BUILD_DEPS  := build-essential cmake nginx nginx-dev libssl-dev libpcre2-dev \
 TEST_DEPS   := $(BUILD_DEPS) googletest libgtest-dev perl libtest-base-perl \
                curl redis-server redis-tools openssl
 DEMO_DEPS   := $(BUILD_DEPS) curl
-BENCH_DEPS  := $(BUILD_DEPS) wrk curl python3
+BENCH_DEPS  := $(BUILD_DEPS) wrk curl python3 redis-server redis-tools
+ACCURACY_DEPS := $(BUILD_DEPS) python3 redis-server redis-tools gnuplot-nox
 
 CORE_SRCS   := $(wildcard src/throttle/*.cpp src/throttle/*.hpp src/scripts/*.lua \
                cmake/*.cmake) CMakeLists.txt
 GLUE_SRCS   := $(wildcard ngx_module/*.cpp ngx_module/*.h) config
 
-.PHONY: all build core deps test unit integration demo demo-stop bench \
+.PHONY: all build core deps test unit integration demo demo-stop bench accuracy \
         format clean
 
 all: build
@@ -92,6 +94,11 @@ bench:
 	@scripts/deps.sh $(BENCH_DEPS)
 	@$(MAKE) --no-print-directory build
 	@NGINX_BIN=$(NGINX_BIN) MODULE=$(MODULE) bench/run.sh
+
+accuracy:
+	@scripts/deps.sh $(ACCURACY_DEPS)
+	@$(MAKE) --no-print-directory build
+	@NGINX_BIN=$(NGINX_BIN) MODULE=$(MODULE) scripts/accuracy.sh
 
 format:
 	clang-format -i src/throttle/*.[ch]pp ngx_module/*.cpp ngx_module/*.h \

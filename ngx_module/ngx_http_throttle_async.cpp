@@ -28,6 +28,7 @@ typedef struct {
     u_short len;
     u_char  hashed;
     int64_t units;
+    int64_t since; /* when the first of the units was charged */
 } ngx_http_throttle_async_key_t;
 
 typedef struct {
@@ -46,11 +47,19 @@ typedef struct {
 
 static void ngx_http_throttle_async_tick(ngx_event_t *ev) noexcept;
 
+/* Workers look four times an interval whether the sync is due, so that it
+ * runs at most a quarter interval late whichever worker takes it. */
+static ngx_msec_t
+ngx_http_throttle_async_tick_ms(ngx_http_throttle_zone_t *zone) noexcept
+{
+    return ngx_max(zone->sync_interval / 4, (ngx_msec_t) 2);
+}
+
 static void
 ngx_http_throttle_async_schedule(ngx_http_throttle_zone_t *zone) noexcept
 {
     if (!ngx_exiting && !ngx_terminate && !ngx_quit) {
-        ngx_add_timer(zone->flush_timer, zone->sync_interval);
+        ngx_add_timer(zone->flush_timer, ngx_http_throttle_async_tick_ms(zone));
     }
 }
 
@@ -76,7 +85,7 @@ ngx_http_throttle_async_apply(ngx_http_throttle_async_flush_t *flush,
 
         tn->state.words[0] = throttle::synced_tat(
             flush->sent_at, ttls[i], zone->policy.gcra.emission_interval_us,
-            tn->state.words[1]);
+            tn->pending);
         tn->expire_at = tn->state.words[0];
     }
 }
@@ -101,7 +110,11 @@ ngx_http_throttle_async_keep(ngx_http_throttle_async_flush_t *flush,
             continue;
         }
 
-        tn->state.words[1] += k->units;
+        if (k->units && (tn->pending == 0 || k->since < tn->pending_since)) {
+            tn->pending_since = k->since;
+        }
+
+        tn->pending += k->units;
 
         if (k->units || tn->sync_rounds) {
             ngx_http_throttle_mark_dirty(zone, tn);
@@ -241,10 +254,11 @@ ngx_http_throttle_async_take(ngx_http_throttle_zone_t *zone) noexcept
         k->data = p;
         k->len = tn->len;
         k->hashed = tn->hashed;
-        k->units = tn->state.words[1];
+        k->units = tn->pending;
+        k->since = tn->pending_since;
         p = ngx_cpymem(p, tn->data, tn->len);
 
-        tn->state.words[1] = 0;
+        tn->pending = 0;
         ngx_queue_remove(q);
 
         if (--tn->sync_rounds) {
@@ -268,12 +282,13 @@ ngx_http_throttle_async_send(ngx_http_throttle_async_flush_t *flush,
     ngx_http_throttle_async_call_t *call;
     ngx_http_throttle_zone_t       *zone = flush->zone;
     ngx_http_throttle_redis_t      *redis = zone->redis;
+    int64_t                         grace, age;
 
     keys_len = throttle::max_redis_key_len(redis->prefix.len, zone->name.len);
 
     p = (u_char *) ngx_alloc(
-        sizeof(ngx_http_throttle_async_call_t) + (2 * n + 1) * sizeof(ngx_str_t)
-            + n * (keys_len + NGX_INT64_LEN) + NGX_INT64_LEN,
+        sizeof(ngx_http_throttle_async_call_t) + (3 * n + 2) * sizeof(ngx_str_t)
+            + n * (keys_len + 2 * NGX_INT64_LEN) + 2 * NGX_INT64_LEN,
         ngx_cycle->log);
 
     call = (ngx_http_throttle_async_call_t *) p;
@@ -289,9 +304,9 @@ ngx_http_throttle_async_send(ngx_http_throttle_async_flush_t *flush,
     call->first = first;
     call->n = n;
 
-    /* KEYS: the zone's keys; ARGV: T, then the units of each key */
+    /* KEYS: the zone's keys */
     args = (ngx_str_t *) (call + 1);
-    p = (u_char *) (args + 2 * n + 1);
+    p = (u_char *) (args + 3 * n + 2);
 
     for (i = 0; i < n; i++) {
         k = &flush->keys[first + i];
@@ -305,22 +320,37 @@ ngx_http_throttle_async_send(ngx_http_throttle_async_flush_t *flush,
         p += args[i].len;
     }
 
+    /* ARGV: T, the grace, then per key its units and how long ago the
+     * first of them was charged. Ages are capped at the grace: units kept
+     * through an outage are placed no further back than that. */
+    grace = 2 * (int64_t) zone->sync_interval * 1000;
+
     args[n].data = p;
-    args[n].len =
-        ngx_sprintf(p, "%L", zone->policy.gcra.emission_interval_us) - p;
-    p += args[n].len;
+    p = ngx_sprintf(p, "%L", zone->policy.gcra.emission_interval_us);
+    args[n].len = p - args[n].data;
+
+    args[n + 1].data = p;
+    p = ngx_sprintf(p, "%L", grace);
+    args[n + 1].len = p - args[n + 1].data;
 
     for (i = 0; i < n; i++) {
-        args[n + 1 + i].data = p;
-        args[n + 1 + i].len =
-            ngx_sprintf(p, "%L", flush->keys[first + i].units) - p;
-        p += args[n + 1 + i].len;
+        k = &flush->keys[first + i];
+        age = k->units ? ngx_min(ngx_max(flush->sent_at - k->since, 0), grace)
+                       : 0;
+
+        args[n + 2 + 2 * i].data = p;
+        p = ngx_sprintf(p, "%L", k->units);
+        args[n + 2 + 2 * i].len = p - args[n + 2 + 2 * i].data;
+
+        args[n + 3 + 2 * i].data = p;
+        p = ngx_sprintf(p, "%L", age);
+        args[n + 3 + 2 * i].len = p - args[n + 3 + 2 * i].data;
     }
 
     flush->pending++;
 
     if (ngx_http_throttle_redis_eval(
-            redis, throttle::ScriptId::gcra_sync, args, n, 2 * n + 1,
+            redis, throttle::ScriptId::gcra_sync, args, n, 3 * n + 2,
             ngx_max(redis->timeout, zone->sync_interval),
             ngx_http_throttle_async_done, call)
         == NULL)
@@ -336,7 +366,7 @@ ngx_http_throttle_async_tick(ngx_event_t *ev) noexcept
     ngx_uint_t                       first, n;
     ngx_http_throttle_zone_t        *zone;
     ngx_http_throttle_async_flush_t *flush;
-    int64_t                          now;
+    int64_t                          now, interval;
 
     zone = (ngx_http_throttle_zone_t *) ev->data;
     now = throttle::monotonic_now_us();
@@ -347,11 +377,16 @@ ngx_http_throttle_async_tick(ngx_event_t *ev) noexcept
     /* drained keys go even without traffic to sweep them */
     ngx_http_throttle_expire(zone, 100, now);
 
-    if (now >= zone->sh->flush_at
+    /* due within a millisecond: timers fire on whole, cached milliseconds */
+    if (now + 1000 >= zone->sh->flush_at
         && (zone->sh->flusher == 0 || now >= zone->sh->flusher_until))
     {
-        /* this worker syncs this round; the claim lapses if it dies */
-        zone->sh->flush_at = now + (int64_t) zone->sync_interval * 1000;
+        /* this worker syncs this round; the claim lapses if it dies. The
+         * next round keeps the cadence unless it has fallen behind. */
+        interval = (int64_t) zone->sync_interval * 1000;
+        zone->sh->flush_at = zone->sh->flush_at + interval > now
+            ? zone->sh->flush_at + interval
+            : now + interval;
         flush = ngx_http_throttle_async_take(zone);
 
         if (flush) {
@@ -404,10 +439,9 @@ ngx_http_throttle_async_init_worker(ngx_cycle_t              *cycle,
     zone->flush_timer = ev;
 
     /* workers tick out of step; whichever finds the sync due claims it */
-    ngx_add_timer(ev,
-                  zone->sync_interval / 2
-                      + (ngx_msec_t) ngx_random()
-                          % (zone->sync_interval / 2 + 1));
+    ngx_add_timer(
+        ev,
+        1 + (ngx_msec_t) ngx_random() % ngx_http_throttle_async_tick_ms(zone));
 
     return NGX_OK;
 }

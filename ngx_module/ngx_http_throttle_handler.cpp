@@ -199,7 +199,7 @@ ngx_http_throttle_decide(ngx_http_request_t        *r,
             }
 
             if (rc == NGX_OK) {
-                ngx_http_throttle_commit(&checks[i]);
+                ngx_http_throttle_commit(&checks[i], now);
 
             } else {
                 ngx_http_throttle_release(&checks[i]);

@@ -67,8 +67,10 @@ typedef struct {
     ngx_queue_t queue;
     ngx_queue_t dirty;
     int64_t     expire_at; /* monotonic us; stale after */
-    /* GCRA: words[0] is the TAT (this machine's clock); async zones keep
-     * the units charged since the last sync in words[1] */
+    /* async: units charged since the last sync, and when the first was */
+    int64_t pending;
+    int64_t pending_since;
+    /* GCRA: words[0] is the TAT, in this machine's clock */
     throttle::KeyState state;
     u_char             data[1];
 } ngx_http_throttle_node_t;
@@ -179,7 +181,8 @@ ngx_int_t ngx_http_throttle_reserve(ngx_http_throttle_check_t *check,
 void      ngx_http_throttle_release(ngx_http_throttle_check_t *check) noexcept;
 void ngx_http_throttle_cache_tat(ngx_http_throttle_check_t *check, int64_t tat,
                                  int64_t now, ngx_log_t *log) noexcept;
-void ngx_http_throttle_commit(ngx_http_throttle_check_t *check) noexcept;
+void ngx_http_throttle_commit(ngx_http_throttle_check_t *check,
+                              int64_t                    now) noexcept;
 
 /* ngx_http_throttle_handler.cpp */
 ngx_int_t ngx_http_throttle_handler(ngx_http_request_t *r) noexcept;

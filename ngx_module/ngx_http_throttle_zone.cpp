@@ -90,7 +90,7 @@ ngx_http_throttle_delete(ngx_http_throttle_zone_t *zone,
     if (tn->sync_rounds) {
         /* an async key evicted before its consumption reached Redis */
         ngx_queue_remove(&tn->dirty);
-        zone->sh->dropped_units += tn->state.words[1];
+        zone->sh->dropped_units += tn->pending;
     }
 
     ngx_queue_remove(&tn->queue);
@@ -223,7 +223,7 @@ ngx_http_throttle_cache_tat(ngx_http_throttle_check_t *check, int64_t tat,
     check->decision.expire_at_us = tat;
 
     if (tat > now && ngx_http_throttle_reserve(check, now, log) == NGX_OK) {
-        ngx_http_throttle_commit(check);
+        ngx_http_throttle_commit(check, now);
     }
 
     ngx_shmtx_unlock(&check->zone->shpool->mutex);
@@ -272,6 +272,8 @@ ngx_http_throttle_reserve(ngx_http_throttle_check_t *check, int64_t now,
     tn = (ngx_http_throttle_node_t *) &node->color;
     tn->hashed = key.hashed() ? 1 : 0;
     tn->sync_rounds = 0;
+    tn->pending = 0;
+    tn->pending_since = 0;
     tn->len = (u_short) key.size();
     ngx_memcpy(tn->data, key.data(), key.size());
 
@@ -290,7 +292,7 @@ ngx_http_throttle_release(ngx_http_throttle_check_t *check) noexcept
 }
 
 void
-ngx_http_throttle_commit(ngx_http_throttle_check_t *check) noexcept
+ngx_http_throttle_commit(ngx_http_throttle_check_t *check, int64_t now) noexcept
 {
     ngx_http_throttle_node_t *tn;
 
@@ -310,17 +312,17 @@ ngx_http_throttle_commit(ngx_http_throttle_check_t *check) noexcept
                           ngx_http_throttle_rbnode(tn));
     }
 
-    if (check->zone->sync == NGX_HTTP_THROTTLE_SYNC_ASYNC) {
-        /* what this node charged since its last sync, for the next one */
-        check->decision.state.words[1] =
-            (check->node ? tn->state.words[1] : 0) + check->cost;
-    }
-
     tn->state = check->decision.state;
     tn->expire_at = check->decision.expire_at_us;
     ngx_queue_insert_head(&check->zone->sh->queue, &tn->queue);
 
     if (check->zone->sync == NGX_HTTP_THROTTLE_SYNC_ASYNC) {
+        /* what this node charged since its last sync, for the next one */
+        if (tn->pending == 0) {
+            tn->pending_since = now;
+        }
+
+        tn->pending += check->cost;
         ngx_http_throttle_mark_dirty(check->zone, tn);
     }
 }

@@ -3,30 +3,45 @@
 -- The node has already admitted these units, so nothing is rejected here:
 -- the funnel just moves on by T * units.
 --
--- KEYS[1..n]   the zone's keys (one hash tag, the zone: one slot)
--- ARGV[1]      emission interval T, microseconds
--- ARGV[1 + i]  units the node charged to KEYS[i] since its last sync
---              (0: only read the global state)
+-- KEYS[1..n]    the zone's keys (one hash tag, the zone: one slot)
+-- ARGV[1]       emission interval T, microseconds
+-- ARGV[2]       grace, microseconds: how long a key outlives its TAT, so
+--               that units another node charged up to that long ago still
+--               find the record of this node's (the nodes send no older)
+-- ARGV[2i + 1]  units the node charged to KEYS[i] since its last sync
+--               (0: only read the global state)
+-- ARGV[2i + 2]  how long ago the first of them was charged, microseconds
+--               (relative, so the node's clock does not matter)
 --
 -- Returns {ttl_1, ..., ttl_n}: TAT - now per key, microseconds of the Redis
 -- clock (0 for a key that is fresh everywhere).
 
 local t = tonumber(ARGV[1])
+local grace = tonumber(ARGV[2])
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
 local ttls = {}
 
 for i, key in ipairs(KEYS) do
-    local units = tonumber(ARGV[i + 1])
-    local tat = tonumber(redis.call('GET', key)) or now
-    if tat < now then
-        tat = now
-    end
+    local units = tonumber(ARGV[2 * i + 1])
+    local tat = tonumber(redis.call('GET', key))
 
     if units > 0 then
+        -- the units arrived over the last interval, not now: a funnel that
+        -- drained meanwhile starts filling from when they began
+        local since = now - tonumber(ARGV[2 * i + 2])
+        if not tat or tat < since then
+            tat = since
+        end
         tat = tat + t * units
-        redis.call('SET', key, string.format('%.0f', tat), 'PX',
-                   math.ceil((tat - now) / 1000))
+        if tat + grace > now then
+            redis.call('SET', key, string.format('%.0f', tat), 'PX',
+                       math.ceil((tat + grace - now) / 1000))
+        end
+    end
+
+    if not tat or tat < now then
+        tat = now
     end
 
     ttls[i] = tat - now
