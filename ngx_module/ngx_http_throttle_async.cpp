@@ -90,11 +90,13 @@ ngx_http_throttle_async_apply(ngx_http_throttle_async_flush_t *flush,
     }
 }
 
-/* Under the zone's lock: the units go back to their keys for the next
- * sync; those whose key is gone are counted as dropped. */
+/* Under the zone's lock: the keys are due a sync again, with their units
+ * unless these may have reached Redis; units whose key is gone are counted
+ * as dropped. */
 static void
 ngx_http_throttle_async_keep(ngx_http_throttle_async_flush_t *flush,
-                             ngx_uint_t first, ngx_uint_t n) noexcept
+                             ngx_uint_t first, ngx_uint_t n,
+                             bool units) noexcept
 {
     ngx_uint_t                     i;
     ngx_http_throttle_node_t      *tn;
@@ -106,7 +108,12 @@ ngx_http_throttle_async_keep(ngx_http_throttle_async_flush_t *flush,
         tn = ngx_http_throttle_find_node(zone, k->data, k->len, k->hashed);
 
         if (tn == NULL) {
-            zone->sh->dropped_units += k->units;
+            zone->sh->dropped_units += units ? k->units : 0;
+            continue;
+        }
+
+        if (!units) {
+            ngx_http_throttle_mark_dirty(zone, tn); /* to read the state */
             continue;
         }
 
@@ -139,8 +146,8 @@ ngx_http_throttle_async_finish(ngx_http_throttle_async_flush_t *flush) noexcept
 }
 
 static void
-ngx_http_throttle_async_done(void *data, redisReply *reply,
-                             const char *err) noexcept
+ngx_http_throttle_async_done(void *data, redisReply *reply, const char *err,
+                             bool sent) noexcept
 {
     ngx_http_throttle_async_call_t  *call;
     ngx_http_throttle_async_flush_t *flush;
@@ -175,7 +182,13 @@ ngx_http_throttle_async_done(void *data, redisReply *reply,
         zone->sh->dropped_units = 0;
 
     } else {
-        ngx_http_throttle_async_keep(flush, call->first, call->n);
+        /* A sync that reached Redis but got no answer (a stalled Redis)
+         * may still run: sending its units again would charge them twice
+         * and lock the keys out. They count as delivered; had Redis lost
+         * them instead, the nodes would over-admit that much, once. */
+        ngx_http_throttle_async_keep(flush, call->first, call->n,
+                                     !sent || reply);
+
         failing = zone->sh->failing++;
         dropped = 0;
     }
@@ -295,7 +308,7 @@ ngx_http_throttle_async_send(ngx_http_throttle_async_flush_t *flush,
 
     if (call == NULL) {
         ngx_shmtx_lock(&zone->shpool->mutex);
-        ngx_http_throttle_async_keep(flush, first, n);
+        ngx_http_throttle_async_keep(flush, first, n, true);
         ngx_shmtx_unlock(&zone->shpool->mutex);
         return;
     }
@@ -356,7 +369,7 @@ ngx_http_throttle_async_send(ngx_http_throttle_async_flush_t *flush,
         == NULL)
     {
         /* backing off: as if Redis had failed */
-        ngx_http_throttle_async_done(call, NULL, "Redis is unreachable");
+        ngx_http_throttle_async_done(call, NULL, "Redis is unreachable", false);
     }
 }
 
@@ -379,8 +392,11 @@ ngx_http_throttle_async_tick(ngx_event_t *ev) noexcept
 
     /* due within a millisecond: timers fire on whole, cached milliseconds */
     if (now + 1000 >= zone->sh->flush_at
-        && (zone->sh->flusher == 0 || now >= zone->sh->flusher_until))
+        && (zone->sh->flusher == 0 || now >= zone->sh->flusher_until)
+        && !ngx_http_throttle_redis_backing_off(zone->redis))
     {
+        /* (a worker whose own connections are backing off leaves the sync
+         * to another one, or to its next tick) */
         /* this worker syncs this round; the claim lapses if it dies. The
          * next round keeps the cadence unless it has fallen behind. */
         interval = (int64_t) zone->sync_interval * 1000;

@@ -39,6 +39,10 @@ typedef struct {
     size_t                          out_pos;
     size_t                          out_len;
     size_t                          out_size;
+    /* bytes ever queued and written on this connection: a command whose
+     * end is written has reached Redis */
+    uint64_t appended;
+    uint64_t written;
 } ngx_http_throttle_redis_conn_t;
 
 struct ngx_http_throttle_redis_pool_s {
@@ -60,7 +64,9 @@ struct ngx_http_throttle_redis_cmd_s {
     ngx_msec_t                      timeout;
     const char                     *what; /* set for setup commands */
     throttle::ScriptId              script;
+    uint64_t                        end; /* its last byte, in "appended" */
     unsigned                        sent_source : 1;
+    unsigned                        sent : 1;
     ngx_uint_t                      nkeys;
     ngx_uint_t                      nargs;
     ngx_str_t                       args[1];
@@ -144,6 +150,7 @@ ngx_http_throttle_redis_append(ngx_http_throttle_redis_conn_t *rc, int argc,
 
     ngx_memcpy(rc->out + rc->out_len, cmd, len);
     rc->out_len += len;
+    rc->appended += len;
     redisFreeCommand(cmd);
 
     return NGX_OK;
@@ -284,6 +291,7 @@ ngx_http_throttle_redis_setup(ngx_http_throttle_redis_conn_t *rc,
         return NGX_ERROR;
     }
 
+    cmd->end = rc->appended;
     ngx_queue_insert_tail(&rc->sent, &cmd->queue);
     return NGX_OK;
 }
@@ -617,6 +625,8 @@ ngx_http_throttle_redis_drop(ngx_http_throttle_redis_conn_t *rc) noexcept
 
     rc->out_pos = 0;
     rc->out_len = 0;
+    rc->appended = 0;
+    rc->written = 0;
 }
 
 /* A failure: the connection goes, the backend backs off, and every command
@@ -631,6 +641,13 @@ ngx_http_throttle_redis_close(ngx_http_throttle_redis_conn_t *rc,
 
     if (rc->state == NGX_HTTP_THROTTLE_REDIS_CLOSED) {
         return;
+    }
+
+    for (q = ngx_queue_head(&rc->sent); q != ngx_queue_sentinel(&rc->sent);
+         q = ngx_queue_next(q))
+    {
+        cmd = ngx_queue_data(q, ngx_http_throttle_redis_cmd_t, queue);
+        cmd->sent = rc->written >= cmd->end;
     }
 
     /* the connection is gone before anyone hears of it: a request resumed
@@ -650,7 +667,7 @@ ngx_http_throttle_redis_close(ngx_http_throttle_redis_conn_t *rc,
         cmd = ngx_queue_data(q, ngx_http_throttle_redis_cmd_t, queue);
 
         if (cmd->done) {
-            cmd->done(cmd->data, NULL, err);
+            cmd->done(cmd->data, NULL, err, cmd->sent);
         }
 
         ngx_free(cmd);
@@ -682,6 +699,7 @@ ngx_http_throttle_redis_write_handler(ngx_event_t *ev) noexcept
         }
 
         rc->out_pos += n;
+        rc->written += n;
     }
 
     rc->out_pos = 0;
@@ -730,6 +748,7 @@ ngx_http_throttle_redis_dispatch(ngx_http_throttle_redis_conn_t *rc,
         cmd->deadline = ngx_current_msec + cmd->timeout;
 
         if (ngx_http_throttle_redis_append_eval(rc, cmd) == NGX_OK) {
+            cmd->end = rc->appended;
             ngx_queue_insert_tail(&rc->sent, &cmd->queue);
             ngx_http_throttle_redis_flush(rc);
             return true;
@@ -739,7 +758,7 @@ ngx_http_throttle_redis_dispatch(ngx_http_throttle_redis_conn_t *rc,
     rc->pool->failures = 0;
 
     if (cmd->done) {
-        cmd->done(cmd->data, reply, NULL);
+        cmd->done(cmd->data, reply, NULL, true);
     }
 
     ngx_free(cmd);
@@ -873,6 +892,7 @@ ngx_http_throttle_redis_eval(ngx_http_throttle_redis_t *backend,
         return NULL;
     }
 
+    cmd->end = rc->appended;
     ngx_queue_insert_tail(&rc->sent, &cmd->queue);
 
     if (rc->state == NGX_HTTP_THROTTLE_REDIS_READY) {
@@ -884,6 +904,15 @@ ngx_http_throttle_redis_eval(ngx_http_throttle_redis_t *backend,
     }
 
     return cmd;
+}
+
+bool
+ngx_http_throttle_redis_backing_off(ngx_http_throttle_redis_t *backend) noexcept
+{
+    ngx_http_throttle_redis_pool_t *pool = backend->pool;
+
+    return pool == NULL
+        || (ngx_msec_int_t) (pool->retry_at - ngx_current_msec) > 0;
 }
 
 void

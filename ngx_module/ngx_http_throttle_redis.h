@@ -45,10 +45,12 @@ typedef struct {
 /*
  * Called exactly once per command, unless detached first: "reply" is the
  * script's reply (error replies included), or NULL when Redis could not
- * answer in time, and then "err" says why. The reply is freed afterwards.
+ * answer in time, and then "err" says why and "sent" whether the command
+ * had been written to Redis (so it may still run: a stalled Redis). The
+ * reply is freed afterwards.
  */
 typedef void (*ngx_http_throttle_redis_done_pt)(void *data, redisReply *reply,
-                                                const char *err);
+                                                const char *err, bool sent);
 
 /* throttle_redis NAME server=... (http block) */
 char *ngx_http_throttle_redis_directive(ngx_conf_t  *cf,
@@ -71,6 +73,10 @@ ngx_http_throttle_redis_cmd_t *ngx_http_throttle_redis_eval(
     const ngx_str_t *args, ngx_uint_t nkeys, ngx_uint_t nargs,
     ngx_msec_t timeout, ngx_http_throttle_redis_done_pt done,
     void *data) noexcept;
+
+/* Whether the backend is backing off after failures: commands fail now. */
+bool ngx_http_throttle_redis_backing_off(
+    ngx_http_throttle_redis_t *backend) noexcept;
 
 /* The requester is gone: its reply, when it comes, is dropped. */
 void

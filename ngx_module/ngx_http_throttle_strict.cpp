@@ -42,8 +42,8 @@ ngx_http_throttle_strict_log(ngx_http_throttle_zone_t *zone,
 }
 
 static void
-ngx_http_throttle_strict_done(void *data, redisReply *reply,
-                              const char *err) noexcept
+ngx_http_throttle_strict_done(void *data, redisReply *reply, const char *err,
+                              bool sent) noexcept
 {
     ngx_http_throttle_check_t *check = (ngx_http_throttle_check_t *) data;
     ngx_http_throttle_ctx_t   *ctx = check->ctx;
