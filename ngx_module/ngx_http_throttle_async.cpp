@@ -221,12 +221,13 @@ ngx_http_throttle_async_done(void *data, redisReply *reply, const char *err,
 
 /* Under the zone's lock: takes the keys due a sync, oldest first. */
 static ngx_http_throttle_async_flush_t *
-ngx_http_throttle_async_take(ngx_http_throttle_zone_t *zone) noexcept
+ngx_http_throttle_async_take(ngx_http_throttle_zone_t *zone,
+                             int64_t                   now) noexcept
 {
     size_t                           size;
     u_char                          *p;
     ngx_uint_t                       n;
-    ngx_queue_t                     *q;
+    ngx_queue_t                     *q, *next;
     ngx_http_throttle_node_t        *tn;
     ngx_http_throttle_async_flush_t *flush;
     ngx_http_throttle_async_key_t   *k;
@@ -237,9 +238,22 @@ ngx_http_throttle_async_take(ngx_http_throttle_zone_t *zone) noexcept
     for (q = ngx_queue_head(&zone->sh->dirty);
          q != ngx_queue_sentinel(&zone->sh->dirty)
          && n < NGX_HTTP_THROTTLE_ASYNC_MAX;
-         q = ngx_queue_next(q))
+         q = next)
     {
+        next = ngx_queue_next(q);
         tn = ngx_queue_data(q, ngx_http_throttle_node_t, dirty);
+
+        if (tn->sync_rounds == 1 && tn->pending == 0 && tn->expire_at <= now) {
+            /* The second sync only reads what the other nodes charged, and
+             * this key's funnel has drained here: should they have filled
+             * it, this node learns it at the sync after its next use, which
+             * is within the stated bound. Many keys used once each (a
+             * crawl) would otherwise cost Redis a second read each. */
+            ngx_queue_remove(q);
+            tn->sync_rounds = 0;
+            continue;
+        }
+
         size += sizeof(ngx_http_throttle_async_key_t) + tn->len;
         n++;
     }
@@ -403,7 +417,7 @@ ngx_http_throttle_async_tick(ngx_event_t *ev) noexcept
         zone->sh->flush_at = zone->sh->flush_at + interval > now
             ? zone->sh->flush_at + interval
             : now + interval;
-        flush = ngx_http_throttle_async_take(zone);
+        flush = ngx_http_throttle_async_take(zone, now);
 
         if (flush) {
             zone->sh->flusher = ngx_pid;
