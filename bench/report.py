@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Aggregates bench/run.sh's measurements into a table (stdout) and a
 Markdown file: medians over rounds, ratios to the same round's baseline,
-Redis commands per request for the strict (Redis-backed) rows, and the
-issue's targets for them."""
+Redis commands per request for the Redis-backed rows (strict and async),
+and the issues' targets for them."""
 
 import argparse
 import json
@@ -10,7 +10,9 @@ import statistics
 
 BASELINE = "none"
 ORDER = ["none", "limit_req", "throttle_pass", "throttle_pass_noheaders",
-         "strict_pass", "throttle_reject", "strict_reject"]
+         "strict_pass", "throttle_reject", "strict_reject",
+         "throttle_pass_hot", "async_pass_hot", "throttle_pass_distinct",
+         "async_pass_distinct"]
 NOTES = {
     "none": "static file, no limiting",
     "limit_req": "limit_req, always passes (burst, nodelay)",
@@ -20,6 +22,12 @@ NOTES = {
     "strict_pass": "as throttle_pass, decided by Redis (strict mode)",
     "strict_reject": "as throttle_reject, Redis-backed: rejected from the "
                      "denial cache",
+    "throttle_pass_hot": "as throttle_pass, keyed on ?k=, %(hot)s keys "
+                         "in turn (wrk Lua script)",
+    "async_pass_hot": "as throttle_pass_hot, async mode (synced to Redis "
+                      "every 100ms)",
+    "throttle_pass_distinct": "as throttle_pass_hot with %(distinct)s keys",
+    "async_pass_distinct": "as throttle_pass_distinct, async mode",
 }
 # (numerator, denominator, what it tells)
 PAIRS = [
@@ -31,12 +39,28 @@ PAIRS = [
     ("strict_pass", "throttle_pass", "strict vs local mode, both passing"),
     ("strict_reject", "throttle_reject",
      "strict vs local mode, both rejecting"),
+    ("async_pass_hot", "throttle_pass_hot",
+     "async vs local mode, hot keys, same requests"),
+    ("async_pass_distinct", "throttle_pass_distinct",
+     "async vs local mode, distinct keys, same requests"),
+    ("async_pass_hot", "throttle_pass",
+     "async (hot keys, wrk Lua script) vs local (one key, no script)"),
+    ("async_pass_distinct", "throttle_pass",
+     "async (distinct keys, wrk Lua script) vs local (one key, no script)"),
+    ("throttle_pass_hot", "throttle_pass",
+     "local: hot keys with the wrk Lua script vs one key without"),
+    ("throttle_pass_distinct", "throttle_pass",
+     "local: distinct keys with the wrk Lua script vs one key without"),
 ]
 DENSITY_TARGET = 8000
 # The issue's targets for strict mode (2 cores shared by wrk, nginx, Redis)
 STRICT_PASS_RATIO = 0.5      # strict_pass >= 0.5 x throttle_pass
 STRICT_REJECT_RATIO = 0.9    # strict_reject >= 0.9 x throttle_reject
 STRICT_REJECT_CMDS = 0.01    # Redis commands per rejected request, at most
+# The issue's targets for async mode
+ASYNC_PASS_RATIO = 0.9       # async passing >= 0.9 x local passing
+ASYNC_HOT_CMDS = 0.02        # Redis commands per request, hot keys, at most
+SYNC_INTERVAL_MS = 100       # the async zones' sync_interval in nginx.conf.in
 DASH = "\u2014"
 
 
@@ -60,18 +84,22 @@ def load_runs(path):
                 "scripts": optional_int(row.get("redis_scripts")),
                 "cmds": optional_int(row.get("redis_cmds")),
                 "other": optional_int(row.get("redis_other")),
+                "gets": optional_int(row.get("redis_gets")),
             }
     return runs
 
 
 def redis_totals(runs, config):
-    """(EVALSHA+EVAL calls, all commands, other commands, requests) summed
-    over the rounds, or None for a configuration that does not use Redis."""
+    """(EVALSHA+EVAL calls, all commands, other commands, requests, GET
+    calls or None) summed over the rounds, or None for a configuration that
+    does not use Redis."""
     rs = [r for r in runs.get(config, {}).values() if r["scripts"] is not None]
     if not rs:
         return None
+    gets = [r["gets"] for r in rs]
     return (sum(r["scripts"] for r in rs), sum(r["cmds"] for r in rs),
-            sum(r["other"] for r in rs), sum(r["requests"] for r in rs))
+            sum(r["other"] for r in rs), sum(r["requests"] for r in rs),
+            None if None in gets else sum(gets))
 
 
 def per_request(count, requests):
@@ -130,7 +158,7 @@ def strict_targets(runs, connections):
                       STRICT_PASS_RATIO, met(x >= STRICT_PASS_RATIO)))
     redis = redis_totals(runs, "strict_pass")
     if redis:
-        scripts, cmds, other, requests = redis
+        scripts, cmds, other, requests, _ = redis
         nruns = len(runs["strict_pass"])
         # a request cut off when wrk stops may have been sent to Redis but
         # is not counted by wrk: at most one per connection and run
@@ -156,7 +184,7 @@ def strict_targets(runs, connections):
                       STRICT_REJECT_RATIO, met(x >= STRICT_REJECT_RATIO)))
     redis = redis_totals(runs, "strict_reject")
     if redis:
-        scripts, cmds, other, requests = redis
+        scripts, cmds, other, requests, _ = redis
         rs = runs["strict_reject"].values()
         passed = sum(r["requests"] - r["non2xx"] for r in rs)
         ok = requests > 0 and cmds / requests <= STRICT_REJECT_CMDS
@@ -171,6 +199,69 @@ def strict_targets(runs, connections):
     return out
 
 
+def async_targets(runs, duration):
+    """The issue's targets for the async rows, and what their syncs cost,
+    one sentence each."""
+    out = []
+    for num, den, what in [
+            ("async_pass_hot", "throttle_pass_hot", "same requests"),
+            ("async_pass_distinct", "throttle_pass_distinct",
+             "same requests"),
+            ("async_pass_hot", "throttle_pass",
+             "not like for like: one key, no wrk script"),
+            ("async_pass_distinct", "throttle_pass",
+             "not like for like: one key, no wrk script")]:
+        x = ratio(runs, num, den)
+        if x is None:
+            continue
+        out.append("%s / %s = %.3f (rounds: %s; %s), target >= %.1f: %s"
+                   % (num, den, x, round_ratios(runs, num, den), what,
+                      ASYNC_PASS_RATIO, met(x >= ASYNC_PASS_RATIO)))
+    redis = redis_totals(runs, "async_pass_hot")
+    if redis:
+        scripts, cmds, other, requests, _ = redis
+        ok = requests > 0 and cmds / requests <= ASYNC_HOT_CMDS
+        ok_sent = requests > 0 and scripts / requests <= ASYNC_HOT_CMDS
+        out.append(
+            "async_pass_hot: %s Redis commands per request (all commands "
+            "Redis processed: %d, for %d requests), target <= %.2f: %s; "
+            "counting only the commands nginx sends (EVALSHA/EVAL: %d): "
+            "%s per request: %s"
+            % (per_request(cmds, requests), cmds, requests, ASYNC_HOT_CMDS,
+               met(ok), scripts, per_request(scripts, requests),
+               met(ok_sent)))
+    for c in ("async_pass_hot", "async_pass_distinct"):
+        redis = redis_totals(runs, c)
+        if not redis:
+            continue
+        scripts, cmds, other, requests, gets = redis
+        rs = runs[c].values()
+        seconds = len(rs) * duration if duration else 0
+        keys = ("%.1f keys per script call (GET calls / EVALSHA+EVAL), "
+                % (gets / scripts) if gets is not None and scripts else "")
+        rate = ("%.1f EVALSHA/EVAL per second of wrk (the syncs after "
+                "each run included; one a sync of up to 500 keys every "
+                "%d ms is %.0f per second), "
+                % (scripts / seconds, SYNC_INTERVAL_MS,
+                   1000 / SYNC_INTERVAL_MS) if seconds else "")
+        out.append("%s: %s EVALSHA/EVAL and %s Redis commands per request; "
+                   "%s%s%d other commands (target 0: %s)"
+                   % (c, per_request(scripts, requests),
+                      per_request(cmds, requests), rate, keys, other,
+                      met(other == 0)))
+    for c in ("throttle_pass_hot", "async_pass_hot",
+              "throttle_pass_distinct", "async_pass_distinct"):
+        if c not in runs:
+            continue
+        rs = runs[c].values()
+        non2xx = sum(r["non2xx"] for r in rs)
+        out.append("%s: %d non-2xx of %d (always passing; a request the "
+                   "zone cannot hold is denied), target 0: %s"
+                   % (c, non2xx, sum(r["requests"] for r in rs),
+                      met(non2xx == 0)))
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", required=True)
@@ -179,6 +270,10 @@ def main():
     ap.add_argument("--setting", action="append", default=[])
     ap.add_argument("--connections", type=int, default=0,
                     help="wrk connections: requests in flight when wrk stops")
+    ap.add_argument("--duration", type=float, default=0,
+                    help="seconds per wrk run")
+    ap.add_argument("--hot-keys", type=int, default=100)
+    ap.add_argument("--distinct-keys", type=int, default=100000)
     args = ap.parse_args()
 
     runs = load_runs(args.runs)
@@ -199,7 +294,8 @@ def main():
             "%d" % sum(r["errors"] for r in rs),
             per_request(redis[0], redis[3]) if redis else DASH,
             per_request(redis[1], redis[3]) if redis else DASH,
-            NOTES.get(c, ""),
+            NOTES.get(c, "") % {"hot": "{:,}".format(args.hot_keys),
+                                "distinct": "{:,}".format(args.distinct_keys)},
         ])
     perf_txt, perf_md = table(
         ["configuration", "req/s", "p99 ms", "vs none", "non-2xx / requests",
@@ -211,8 +307,12 @@ def main():
         "processed (INFO stats total_commands_processed, less the INFO calls "
         "reading it), which also counts the TIME, GET and SET each script "
         "runs inside Redis (4 per request Redis admits, 3 per request it "
-        "rejects). Both from Redis's counters read before and after each "
-        "run, summed over the rounds.")
+        "rejects); an async sync script runs TIME once, and per key a GET "
+        "and, if the key consumed anything since the last sync, a SET (each "
+        "key is synced twice after it is used: with its units, then to read "
+        "the others' consumption). Both from Redis's counters read before "
+        "and after each run (after an async run, once Redis has been idle "
+        "for 0.3 s, so that its last syncs count), summed over the rounds.")
 
     pair_rows = [["%s / %s" % (n, d), fmt_ratio(ratio(runs, n, d)), what]
                  for n, d, what in PAIRS if n in runs and d in runs]
@@ -220,6 +320,7 @@ def main():
                               "lrl")
 
     targets = strict_targets(runs, args.connections)
+    atargets = async_targets(runs, args.duration)
 
     dens = []
     if args.density:
@@ -248,12 +349,17 @@ def main():
     print(pair_txt)
     print()
     print(medians)
-    if targets:
+    if targets or atargets:
         print()
         print(redis_note)
+    if targets:
         print()
         print("Strict mode targets:")
         print("\n".join("  " + t for t in targets))
+    if atargets:
+        print()
+        print("Async mode targets:")
+        print("\n".join("  " + t for t in atargets))
     if dens_rows:
         print()
         print(dens_txt)
@@ -264,11 +370,16 @@ def main():
     with open(args.markdown, "w") as f:
         f.write("### Throughput and latency\n\n")
         f.write(perf_md + "\n\n" + pair_md + "\n\n" + medians + "\n\n")
-        if targets:
+        if targets or atargets:
             f.write(redis_note + "\n\n")
+        if targets:
             f.write("Strict mode targets (2 CPUs shared by wrk, nginx and "
                     "Redis):\n\n")
             f.write("\n".join("- " + t for t in targets) + "\n\n")
+        if atargets:
+            f.write("Async mode targets (2 CPUs shared by wrk, nginx and "
+                    "Redis):\n\n")
+            f.write("\n".join("- " + t for t in atargets) + "\n\n")
         if dens_rows:
             f.write("### Keys per MiB of zone\n\n")
             f.write(dens_md + "\n\n")

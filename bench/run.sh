@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Benchmark: throughput and latency of the throttle module against no
 # limiting and against nginx's limit_req, with wrk on loopback, in local and
-# in Redis-backed (strict) mode, with Redis commands per request counted
-# from Redis's own statistics; then the number of keys a zone holds per
-# MiB. Measures, never asserts.
+# in Redis-backed (strict and async) mode, with Redis commands per request
+# counted from Redis's own statistics; then the number of keys a zone holds
+# per MiB. Measures, never asserts.
+#
+# The *_hot and *_distinct rows send each request with a key, "?k=<i>",
+# cycling over BENCH_HOT_KEYS or BENCH_DISTINCT_KEYS values (bench/keys.lua);
+# each async row has a local row with the same requests to compare with.
 #
 # Environment (defaults in brackets):
 #   NGINX_BIN [/usr/sbin/nginx]  MODULE [build/ngx_http_throttle_module.so]
@@ -15,6 +19,9 @@
 #   BENCH_NGINX_CPUS []    nginx worker_cpu_affinity (e.g. "auto", "01")
 #   BENCH_WRK_CPUS []      CPUs to pin wrk to with taskset (e.g. "1")
 #   BENCH_DENSITY [1m 4m]  zone sizes for the keys-per-MiB probe ("" skips)
+#   BENCH_HOT_KEYS [100]   distinct keys of the *_hot rows
+#   BENCH_DISTINCT_KEYS [100000]  distinct keys of the *_distinct rows (their
+#                          zones, 32m, hold about 260,000)
 #   REDIS_SERVER [redis-server]  REDIS_CLI [redis-cli]  for the strict rows;
 #                          a redis-server of its own is started on a free
 #                          loopback port (--save '' --appendonly no) and
@@ -36,6 +43,8 @@ THREADS=${BENCH_THREADS:-1}
 CONNECTIONS=${BENCH_CONNECTIONS:-32}
 WORKERS=${BENCH_WORKERS:-auto}
 DENSITY_SIZES=${BENCH_DENSITY-1m 4m}
+HOT_KEYS=${BENCH_HOT_KEYS:-100}
+DISTINCT_KEYS=${BENCH_DISTINCT_KEYS:-100000}
 PYTHON=${PYTHON:-python3}
 NGINX_CPUS=${BENCH_NGINX_CPUS-}
 WRK_CPUS=${BENCH_WRK_CPUS-}
@@ -52,7 +61,8 @@ DENSITY=$OUT/density.jsonl
 REDIS_DIR=$OUT/redis
 
 CONFIGS=(none limit_req throttle_pass throttle_pass_noheaders strict_pass
-         throttle_reject strict_reject)
+         throttle_reject strict_reject throttle_pass_hot async_pass_hot
+         throttle_pass_distinct async_pass_distinct)
 
 die() { echo "bench: $*" >&2; exit 1; }
 
@@ -78,6 +88,8 @@ fi
 case $MODULE in /*) ;; *) MODULE=$(cd "$(dirname "$MODULE")" && pwd)/$(basename "$MODULE") ;; esac
 [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "BENCH_ROUNDS must be a positive integer"
 [[ $DURATION =~ ^[1-9][0-9]*$ ]] || die "BENCH_DURATION must be a positive integer (seconds)"
+[[ $HOT_KEYS =~ ^[1-9][0-9]*$ ]] || die "BENCH_HOT_KEYS must be a positive integer"
+[[ $DISTINCT_KEYS =~ ^[1-9][0-9]*$ ]] || die "BENCH_DISTINCT_KEYS must be a positive integer"
 
 # A free TCP port on loopback.
 free_port() {
@@ -155,22 +167,43 @@ REDIS_VERSION=$(rcli INFO server | tr -d '\r' \
 
 # Reads Redis's counters into RC_TOTAL (commands processed, from INFO
 # stats: commands run inside scripts included), RC_INFO (INFO calls),
-# RC_SCRIPTS (EVALSHA + EVAL calls) and RC_NESTED (calls of the commands
-# gcra.lua runs: TIME, GET, SET, DEL), from INFO commandstats. INFO does not
-# count itself in the figures it reports, so the INFO calls between two
+# RC_SCRIPTS (EVALSHA + EVAL calls), RC_NESTED (calls of the commands
+# gcra.lua and gcra_sync.lua run: TIME, GET, SET, DEL) and RC_GETS (GET
+# calls: one per key in a sync script), from INFO commandstats. INFO does
+# not count itself in the figures it reports, so the INFO calls between two
 # readings are the difference of RC_INFO.
 redis_counters() {
     local info
     info=$(rcli INFO stats commandstats) \
         || die "redis-cli INFO failed; see $REDIS_DIR/redis.log"
-    read -r RC_TOTAL RC_INFO RC_SCRIPTS RC_NESTED < <(tr -d '\r' <<<"$info" \
+    read -r RC_TOTAL RC_INFO RC_SCRIPTS RC_NESTED RC_GETS < <(tr -d '\r' <<<"$info" \
         | awk -F'[:,=]' '
             $1 == "total_commands_processed"        { total = $2 }
             $1 == "cmdstat_info"                     { info = $3 }
             $1 == "cmdstat_evalsha" || $1 == "cmdstat_eval" { scripts += $3 }
             $1 ~ /^cmdstat_(time|get|set|del)$/     { nested += $3 }
-            END { printf "%s %d %d %d\n", total, info, scripts, nested }')
+            $1 == "cmdstat_get"                      { gets = $3 }
+            END { printf "%s %d %d %d %d\n", total, info, scripts, nested, gets }')
     [[ $RC_TOTAL =~ ^[0-9]+$ ]] || die "no total_commands_processed in INFO stats"
+}
+
+# Async zones send what they charged at their next sync (every 100ms), and
+# each key once more a sync later: after an async run, waits 0.3 s, then
+# until Redis has processed nothing but INFO for 0.3 s (at most 6 s more),
+# and leaves the counters read last in RC_*. So the syncs of a run count
+# in its row, and none of them lands in the next row's counters.
+redis_settle() {
+    local what=$1 last i
+    sleep 0.3
+    redis_counters
+    for i in $(seq 20); do
+        last=$((RC_TOTAL - RC_INFO))
+        sleep 0.3
+        redis_counters
+        [ $((RC_TOTAL - RC_INFO)) -eq "$last" ] && return 0
+    done
+    echo "bench: note: Redis still busy 6 s after $what; its counters" \
+         "are read anyway"
 }
 
 # --- the nginx under test ---------------------------------------------------
@@ -208,7 +241,8 @@ check() {
     got=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/$path")
     [ "$got" = "$want" ] || die "/$path answered $got, expected $want"
 }
-for c in none limit_req throttle_pass throttle_pass_noheaders; do
+for c in none limit_req throttle_pass throttle_pass_noheaders \
+         "throttle_pass_hot?k=1" "throttle_pass_distinct?k=1"; do
     check "$c" 200
 done
 check throttle_reject 200   # the one request a day
@@ -223,9 +257,25 @@ redis_counters
 [ $((RC_SCRIPTS - calls_before)) -ge 3 ] \
     || die "the strict locations sent $((RC_SCRIPTS - calls_before))" \
            "EVALSHA/EVAL to Redis for 3 requests, expected at least 3"
-headers=$(curl -s -D - -o /dev/null "http://127.0.0.1:$PORT/throttle_pass")
-grep -qi '^RateLimit-Policy:' <<<"$headers" \
-    || die "/throttle_pass sent no RateLimit-Policy"
+# the async locations answer at once (with RateLimit-Policy, as every
+# limited request: the keyed rows with ?k=), and their next sync reaches
+# Redis
+calls_before=$RC_SCRIPTS
+check "async_pass_hot?k=1" 200
+check "async_pass_distinct?k=1" 200
+for c in throttle_pass "throttle_pass_hot?k=2" "async_pass_hot?k=2" \
+         "throttle_pass_distinct?k=2" "async_pass_distinct?k=2"; do
+    headers=$(curl -s -D - -o /dev/null "http://127.0.0.1:$PORT/$c")
+    grep -qi '^RateLimit-Policy:' <<<"$headers" \
+        || die "/$c sent no RateLimit-Policy"
+done
+redis_settle "the async checks"
+# one sync per zone, and the same keys once more (the first EVALSHA of a
+# fresh Redis is answered NOSCRIPT and followed by an EVAL)
+[ $((RC_SCRIPTS - calls_before)) -ge 2 ] \
+    || die "the async locations sent $((RC_SCRIPTS - calls_before))" \
+           "EVALSHA/EVAL to Redis after a request each, expected at least" \
+           "2 (one sync per zone); see $PREFIX/logs/error.log"
 headers=$(curl -s -D - -o /dev/null "http://127.0.0.1:$PORT/throttle_pass_noheaders")
 if grep -qi '^RateLimit' <<<"$headers"; then
     die "/throttle_pass_noheaders sent RateLimit headers"
@@ -234,32 +284,49 @@ fi
 # --- throughput and latency -------------------------------------------------
 
 # Runs wrk once; appends "config round req/s p99_ms non2xx errors requests
-# redis_scripts redis_cmds redis_other" to $RUNS. For the strict_* runs the
-# Redis figures are differences of Redis's counters around the run: EVALSHA
-# + EVAL calls; all commands processed but the INFO calls reading them
-# (which includes the TIME, GET and SET run inside each script); and the
-# commands that are neither (nothing else talks to this Redis: 0 unless
-# the module sends something besides its scripts). "-" for other runs.
+# redis_scripts redis_cmds redis_other redis_gets" to $RUNS. For the
+# strict_* and async_* runs the Redis figures are differences of Redis's
+# counters around the run (for async_*, until its last syncs have landed:
+# redis_settle): EVALSHA + EVAL calls; all commands processed but the INFO
+# calls reading them (which includes the TIME, GET and SET run inside each
+# script); the commands that are neither (nothing else talks to this Redis:
+# 0 unless the module sends something besides its scripts); and the GET
+# calls (in a sync script, one per key synced). "-" for other runs.
+# The *_hot and *_distinct runs send their keys with bench/keys.lua.
 run_wrk() {
     local config=$1 round=$2 duration=$3 raw
-    local t0 i0 s0 n0 cmds redis="-\t-\t-"
+    local t0 i0 s0 n0 g0 cmds redis="-\t-\t-\t-" script=() args=()
     raw=$RAW/$config.$round.txt
-    case $config in strict_*)
+    case $config in *_hot|*_distinct)
+        script=(-s "$BENCH/keys.lua")
+        args=(-- "$(keys_of "$config")")
+        ;;
+    esac
+    case $config in strict_*|async_*)
         redis_counters
-        t0=$RC_TOTAL i0=$RC_INFO s0=$RC_SCRIPTS n0=$RC_NESTED
+        t0=$RC_TOTAL i0=$RC_INFO s0=$RC_SCRIPTS n0=$RC_NESTED g0=$RC_GETS
         ;;
     esac
     $WRK_PIN wrk -t"$THREADS" -c"$CONNECTIONS" -d"${duration}s" --latency \
-        "http://127.0.0.1:$PORT/$config" >"$raw" 2>&1 \
+        "${script[@]}" "http://127.0.0.1:$PORT/$config" "${args[@]}" \
+        >"$raw" 2>&1 \
         || die "wrk failed, see $raw"
-    case $config in strict_*)
-        # requests cut off when wrk stopped may still have a command on
-        # its way: let Redis see it before reading the counters
-        sleep 0.2
-        redis_counters
+    case $config in
+        strict_*)
+            # requests cut off when wrk stopped may still have a command
+            # on its way: let Redis see it before reading the counters
+            sleep 0.2
+            redis_counters
+            ;;
+        async_*)
+            redis_settle "$config (round $round)"
+            ;;
+    esac
+    case $config in strict_*|async_*)
         cmds=$((RC_TOTAL - t0 - (RC_INFO - i0)))
-        redis=$(printf '%d\t%d\t%d' $((RC_SCRIPTS - s0)) "$cmds" \
-                $((cmds - (RC_SCRIPTS - s0) - (RC_NESTED - n0))))
+        redis=$(printf '%d\t%d\t%d\t%d' $((RC_SCRIPTS - s0)) "$cmds" \
+                $((cmds - (RC_SCRIPTS - s0) - (RC_NESTED - n0))) \
+                $((RC_GETS - g0)))
         ;;
     esac
     [ "$round" = warmup ] && return 0
@@ -286,7 +353,15 @@ run_wrk() {
         }' "$raw" >>"$RUNS" || die "could not parse $raw"
 }
 
-printf 'config\tround\trps\tp99_ms\tnon2xx\terrors\trequests\tredis_scripts\tredis_cmds\tredis_other\n' >"$RUNS"
+# The number of distinct keys a keyed row's requests cycle over.
+keys_of() {
+    case $1 in
+        *_hot)      echo "$HOT_KEYS" ;;
+        *_distinct) echo "$DISTINCT_KEYS" ;;
+    esac
+}
+
+printf 'config\tround\trps\tp99_ms\tnon2xx\terrors\trequests\tredis_scripts\tredis_cmds\tredis_other\tredis_gets\n' >"$RUNS"
 # wrk and nginx share the machine with whatever else runs: say how busy it is
 LOAD_BEFORE=$(cut -d' ' -f1 /proc/loadavg)
 if awk -v l="$LOAD_BEFORE" -v n="$(nproc)" 'BEGIN { exit !(l > n * 0.75) }'; then
@@ -295,7 +370,8 @@ if awk -v l="$LOAD_BEFORE" -v n="$(nproc)" 'BEGIN { exit !(l > n * 0.75) }'; the
 fi
 echo "bench: nginx $WORKERS workers on 127.0.0.1:$PORT;" \
      "wrk -t$THREADS -c$CONNECTIONS -d${DURATION}s;" \
-     "$ROUNDS rounds of ${#CONFIGS[@]} configurations"
+     "$ROUNDS rounds of ${#CONFIGS[@]} configurations;" \
+     "keyed rows: $HOT_KEYS hot keys, $DISTINCT_KEYS distinct keys"
 for c in "${CONFIGS[@]}"; do
     run_wrk "$c" warmup 1
 done
@@ -307,7 +383,7 @@ for round in $(seq "$ROUNDS"); do
                    $2, $1, $3, $4, $5
             if ($8 != "-")
                 printf "  Redis: %d EVALSHA/EVAL, %.4f commands/request",
-                       $8, $9 / $7
+                       $8, $7 ? $9 / $7 : 0
             printf "\n" }'
     done
 done
@@ -321,6 +397,14 @@ if [ "$NGINX_ERRORS" -gt 0 ]; then
          "$PREFIX/logs/error.log, e.g.:"
     grep -E '\[(error|crit|alert|emerg)\]' "$PREFIX/logs/error.log" \
         | head -n 3 | sed 's/^/  /'
+fi
+# an async zone that cannot sync with Redis, or a zone evicting keys that
+# are still limited or due a sync, says so at "warn"
+NGINX_WARNS=$(grep -c '\[warn\]' "$PREFIX/logs/error.log" || true)
+if [ "$NGINX_WARNS" -gt 0 ]; then
+    echo "bench: note: $NGINX_WARNS lines at warn level in" \
+         "$PREFIX/logs/error.log, e.g.:"
+    grep '\[warn\]' "$PREFIX/logs/error.log" | head -n 3 | sed 's/^/  /'
 fi
 
 # --- keys per MiB -----------------------------------------------------------
@@ -347,10 +431,12 @@ WRK_VERSION=$( (wrk -v 2>&1 || true) | awk 'NR == 1 { print $2 }')
 
 "$PYTHON" "$BENCH/report.py" \
     --runs "$RUNS" --density "$DENSITY" --markdown "$OUT/results.md" \
-    --connections "$CONNECTIONS" \
+    --connections "$CONNECTIONS" --duration "$DURATION" \
+    --hot-keys "$HOT_KEYS" --distinct-keys "$DISTINCT_KEYS" \
     --setting "nginx: $NGINX_VERSION, worker_processes $WORKERS, keepalive, access_log off" \
     --setting "wrk $WRK_VERSION: -t$THREADS -c$CONNECTIONS -d${DURATION}s --latency, $ROUNDS rounds, loopback" \
-    --setting "redis: $REDIS_VERSION, on loopback, --save '' --appendonly no; throttle_redis defaults (timeout 50ms, keepalive 2 per worker); nginx error log: $NGINX_ERRORS lines at error or above" \
+    --setting "redis: $REDIS_VERSION, on loopback, --save '' --appendonly no; throttle_redis defaults (timeout 50ms, keepalive 2 per worker); async zones sync_interval=100ms; nginx error log: $NGINX_ERRORS lines at error or above, $NGINX_WARNS at warn" \
+    --setting "keyed rows (*_hot, *_distinct): wrk -s bench/keys.lua, key ?k= cycling over $HOT_KEYS (hot) or $DISTINCT_KEYS (distinct) values; rate=1000000r/s burst=1000000 (always passing), zones 1m (hot) and 32m (distinct)" \
     --setting "hardware: $(nproc) CPUs, ${CPU_MODEL:-unknown CPU}, Linux $(uname -r); load average $LOAD_BEFORE before, $LOAD_AFTER after (wrk, nginx and Redis included)"
 
 echo
