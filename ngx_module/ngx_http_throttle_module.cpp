@@ -133,22 +133,6 @@ ngx_http_throttle_sv(const ngx_str_t &s) noexcept
     return {(const char *) s.data, s.len};
 }
 
-/* "name=value": the value if the argument starts with "name=", else NULL */
-static bool
-ngx_http_throttle_param(ngx_str_t *arg, const char *name,
-                        ngx_str_t *value) noexcept
-{
-    size_t len = ngx_strlen(name);
-
-    if (arg->len < len || ngx_strncmp(arg->data, name, len) != 0) {
-        return false;
-    }
-
-    value->data = arg->data + len;
-    value->len = arg->len - len;
-    return true;
-}
-
 static char *
 ngx_http_throttle_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) noexcept
 {

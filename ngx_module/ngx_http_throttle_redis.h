@@ -52,6 +52,22 @@ typedef struct {
 typedef void (*ngx_http_throttle_redis_done_pt)(void *data, redisReply *reply,
                                                 const char *err, bool sent);
 
+/* A directive's "name=value" argument: true, and the value, if "arg"
+ * starts with "name=" (shared by throttle_zone, throttle, throttle_redis). */
+static inline bool
+ngx_http_throttle_param(ngx_str_t *arg, const char *name, ngx_str_t *value)
+{
+    size_t len = ngx_strlen(name);
+
+    if (arg->len < len || ngx_strncmp(arg->data, name, len) != 0) {
+        return false;
+    }
+
+    value->data = arg->data + len;
+    value->len = arg->len - len;
+    return true;
+}
+
 /* throttle_redis NAME server=... (http block) */
 char *ngx_http_throttle_redis_directive(ngx_conf_t  *cf,
                                         ngx_array_t *backends) noexcept;

@@ -20,21 +20,6 @@ extern "C" {
 #define NGX_HTTP_THROTTLE_REDIS_MAX_KEEPALIVE 64
 #define NGX_HTTP_THROTTLE_REDIS_MAX_DATABASE 1000000
 
-static bool
-ngx_http_throttle_redis_param(ngx_str_t *arg, const char *name,
-                              ngx_str_t *value) noexcept
-{
-    size_t len = ngx_strlen(name);
-
-    if (arg->len < len || ngx_strncmp(arg->data, name, len) != 0) {
-        return false;
-    }
-
-    value->data = arg->data + len;
-    value->len = arg->len - len;
-    return true;
-}
-
 static char *
 ngx_http_throttle_redis_bad(ngx_conf_t *cf, ngx_str_t *arg,
                             const char *why) noexcept
@@ -177,7 +162,7 @@ ngx_http_throttle_redis_directive(ngx_conf_t  *cf,
 
     for (i = 2; i < cf->args->nelts; i++) {
 
-        if (ngx_http_throttle_redis_param(&value[i], "server=", &v)) {
+        if (ngx_http_throttle_param(&value[i], "server=", &v)) {
             backend->url.url = v;
             backend->url.default_port = 6379;
 
@@ -195,17 +180,17 @@ ngx_http_throttle_redis_directive(ngx_conf_t  *cf,
             continue;
         }
 
-        if (ngx_http_throttle_redis_param(&value[i], "password=", &v)) {
+        if (ngx_http_throttle_param(&value[i], "password=", &v)) {
             backend->password = v;
             continue;
         }
 
-        if (ngx_http_throttle_redis_param(&value[i], "username=", &v)) {
+        if (ngx_http_throttle_param(&value[i], "username=", &v)) {
             backend->username = v;
             continue;
         }
 
-        if (ngx_http_throttle_redis_param(&value[i], "database=", &v)) {
+        if (ngx_http_throttle_param(&value[i], "database=", &v)) {
             auto n =
                 throttle::parse_count({(const char *) v.data, v.len},
                                       NGX_HTTP_THROTTLE_REDIS_MAX_DATABASE);
@@ -223,7 +208,7 @@ ngx_http_throttle_redis_directive(ngx_conf_t  *cf,
             continue;
         }
 
-        if (ngx_http_throttle_redis_param(&value[i], "tls_verify=", &v)) {
+        if (ngx_http_throttle_param(&value[i], "tls_verify=", &v)) {
             if (v.len == 2 && ngx_strncmp(v.data, "on", 2) == 0) {
                 backend->tls_verify = 1;
 
@@ -239,20 +224,20 @@ ngx_http_throttle_redis_directive(ngx_conf_t  *cf,
             continue;
         }
 
-        if (ngx_http_throttle_redis_param(&value[i],
-                                          "tls_trusted_certificate=", &v)) {
+        if (ngx_http_throttle_param(&value[i], "tls_trusted_certificate=", &v))
+        {
             backend->tls_trusted_certificate = v;
             tls_options = 1;
             continue;
         }
 
-        if (ngx_http_throttle_redis_param(&value[i], "tls_name=", &v)) {
+        if (ngx_http_throttle_param(&value[i], "tls_name=", &v)) {
             backend->tls_name = v;
             tls_options = 1;
             continue;
         }
 
-        if (ngx_http_throttle_redis_param(&value[i], "connect_timeout=", &v)) {
+        if (ngx_http_throttle_param(&value[i], "connect_timeout=", &v)) {
             if (ngx_http_throttle_redis_msec(&v, &backend->connect_timeout)
                 != NGX_OK) {
                 return ngx_http_throttle_redis_bad(
@@ -261,7 +246,7 @@ ngx_http_throttle_redis_directive(ngx_conf_t  *cf,
             continue;
         }
 
-        if (ngx_http_throttle_redis_param(&value[i], "timeout=", &v)) {
+        if (ngx_http_throttle_param(&value[i], "timeout=", &v)) {
             if (ngx_http_throttle_redis_msec(&v, &backend->timeout) != NGX_OK) {
                 return ngx_http_throttle_redis_bad(
                     cf, &value[i], "use a time such as 50ms or 1s");
@@ -269,7 +254,7 @@ ngx_http_throttle_redis_directive(ngx_conf_t  *cf,
             continue;
         }
 
-        if (ngx_http_throttle_redis_param(&value[i], "keepalive=", &v)) {
+        if (ngx_http_throttle_param(&value[i], "keepalive=", &v)) {
             auto n =
                 throttle::parse_count({(const char *) v.data, v.len},
                                       NGX_HTTP_THROTTLE_REDIS_MAX_KEEPALIVE);
@@ -282,7 +267,7 @@ ngx_http_throttle_redis_directive(ngx_conf_t  *cf,
             continue;
         }
 
-        if (ngx_http_throttle_redis_param(&value[i], "prefix=", &v)) {
+        if (ngx_http_throttle_param(&value[i], "prefix=", &v)) {
             backend->prefix = v;
             continue;
         }
