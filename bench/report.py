@@ -237,8 +237,7 @@ def async_targets(runs, duration):
         scripts, cmds, other, requests, gets = redis
         rs = runs[c].values()
         seconds = len(rs) * duration if duration else 0
-        keys = ("%.1f keys per script call (GET calls / EVALSHA+EVAL), "
-                % (gets / scripts) if gets is not None and scripts else "")
+        keys = ""  # gcra_sync.lua's calls per key vary (see the note above)
         rate = ("%.1f EVALSHA/EVAL per second of wrk (the syncs after "
                 "each run included; one a sync of up to 500 keys every "
                 "%d ms is %.0f per second), "
@@ -307,10 +306,10 @@ def main():
         "processed (INFO stats total_commands_processed, less the INFO calls "
         "reading it), which also counts the TIME, GET and SET each script "
         "runs inside Redis (4 per request Redis admits, 3 per request it "
-        "rejects); an async sync script runs TIME once, and per key a GET "
-        "and, if the key consumed anything since the last sync, a SET (each "
-        "key is synced twice after it is used: with its units, then to read "
-        "the others' consumption). Both from Redis's counters read before "
+        "rejects); an async sync script runs TIME once, and per key with "
+        "units one SET NX GET if Redis does not hold the key yet, or that "
+        "and a SET if it does, and per key read again after its use (unless "
+        "drained on the node) a GET. Both from Redis's counters read before "
         "and after each run (after an async run, once Redis has been idle "
         "for 0.3 s, so that its last syncs count), summed over the rounds.")
 

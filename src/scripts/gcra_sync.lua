@@ -22,22 +22,48 @@ local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
 local ttls = {}
 
+local function store(key, tat, nx)
+    if nx then
+        -- one call for a key Redis does not have yet (most keys of a crawl):
+        -- sets it, or leaves it and says what it holds
+        return redis.call('SET', key, string.format('%.0f', tat), 'PX',
+                          math.ceil((tat + grace - now) / 1000), 'NX', 'GET')
+    end
+    return redis.call('SET', key, string.format('%.0f', tat), 'PX',
+                      math.ceil((tat + grace - now) / 1000))
+end
+
 for i, key in ipairs(KEYS) do
     local units = tonumber(ARGV[2 * i + 1])
-    local tat = tonumber(redis.call('GET', key))
+    local tat
 
     if units > 0 then
         -- the units arrived over the last interval, not now: a funnel that
         -- drained meanwhile starts filling from when they began
         local since = now - tonumber(ARGV[2 * i + 2])
-        if not tat or tat < since then
-            tat = since
+        local held
+
+        if since + t * units + grace > now then
+            held = store(key, since + t * units, true)
+            if not held then
+                tat = since + t * units
+            end
+        else
+            held = redis.call('GET', key)
         end
-        tat = tat + t * units
-        if tat + grace > now then
-            redis.call('SET', key, string.format('%.0f', tat), 'PX',
-                       math.ceil((tat + grace - now) / 1000))
+
+        if held then
+            tat = tonumber(held)
+            if tat < since then
+                tat = since
+            end
+            tat = tat + t * units
+            if tat + grace > now then
+                store(key, tat, false)
+            end
         end
+    else
+        tat = tonumber(redis.call('GET', key))
     end
 
     if not tat or tat < now then
