@@ -91,40 +91,8 @@ case $MODULE in /*) ;; *) MODULE=$(cd "$(dirname "$MODULE")" && pwd)/$(basename 
 [[ $HOT_KEYS =~ ^[1-9][0-9]*$ ]] || die "BENCH_HOT_KEYS must be a positive integer"
 [[ $DISTINCT_KEYS =~ ^[1-9][0-9]*$ ]] || die "BENCH_DISTINCT_KEYS must be a positive integer"
 
-# A free TCP port on loopback.
-free_port() {
-    "$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-# Stops the nginx whose pid file is $1, and waits for it (a zombie counts
-# as gone: the daemon's adoptive parent may be slow to reap it).
-stop_nginx() {
-    local pidfile=$1 pid i state
-    [ -s "$pidfile" ] || return 0
-    pid=$(cat "$pidfile")
-    kill -TERM "$pid" 2>/dev/null || return 0
-    for i in $(seq 200); do
-        state=$(awk '{ sub(/.*\) /, ""); print $1 }' "/proc/$pid/stat" 2>/dev/null) || break
-        [ "$state" = Z ] && break
-        sleep 0.05
-    done
-    rm -f "$pidfile"
-}
-
-# The benchmark's redis-server, a child of this script.
-REDIS_PID=
-stop_redis() {
-    local i
-    [ -n "$REDIS_PID" ] || return 0
-    kill -TERM "$REDIS_PID" 2>/dev/null || true
-    for i in $(seq 100); do
-        kill -0 "$REDIS_PID" 2>/dev/null || break
-        sleep 0.05
-    done
-    kill -KILL "$REDIS_PID" 2>/dev/null || true
-    wait "$REDIS_PID" 2>/dev/null || true
-    REDIS_PID=
-}
+# free_port, stop_nginx, stop_redis (and REDIS_PID)
+. "$ROOT/scripts/lib/processes.sh"
 
 cleanup() {
     local f
