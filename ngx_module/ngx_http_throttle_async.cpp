@@ -76,6 +76,12 @@ ngx_http_throttle_async_apply(ngx_http_throttle_async_flush_t *flush,
     ngx_http_throttle_zone_t      *zone = flush->zone;
 
     for (i = 0; i < n; i++) {
+        if (ttls[i] == 0) {
+            /* fresh everywhere: the node's own view, which holds at least
+             * its own units, has nothing to learn (most keys of a crawl) */
+            continue;
+        }
+
         k = &flush->keys[first + i];
         tn = ngx_http_throttle_find_node(zone, k->data, k->len, k->hashed);
 

@@ -26,10 +26,10 @@ local function store(key, tat, nx)
     if nx then
         -- one call for a key Redis does not have yet (most keys of a crawl):
         -- sets it, or leaves it and says what it holds
-        return redis.call('SET', key, string.format('%.0f', tat), 'PX',
+        return redis.call('SET', key, string.format('%d', tat), 'PX',
                           math.ceil((tat + grace - now) / 1000), 'NX', 'GET')
     end
-    return redis.call('SET', key, string.format('%.0f', tat), 'PX',
+    return redis.call('SET', key, string.format('%d', tat), 'PX',
                       math.ceil((tat + grace - now) / 1000))
 end
 
