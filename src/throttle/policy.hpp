@@ -2,18 +2,21 @@
 // the one entry point that decides a request against a key's state.
 #pragma once
 
+#include "throttle/decision.hpp"
 #include "throttle/gcra.hpp"
 #include "throttle/parse.hpp"
 #include "throttle/result.hpp"
+#include "throttle/sliding_log.hpp"
+#include "throttle/windows.hpp"
 
 #include <cstdint>
 #include <string_view>
 
 namespace throttle {
 
-enum class Algorithm { gcra };
+enum class Algorithm { gcra, fixed_window, sliding_window, sliding_log };
 
-// "gcra"; names of algorithms not built yet are refused with a reason.
+// "gcra", "fixed_window", "sliding_window" or "sliding_log".
 Parsed<Algorithm> parse_algorithm(std::string_view name) noexcept;
 std::string_view  algorithm_name(Algorithm algorithm) noexcept;
 
@@ -28,36 +31,44 @@ constexpr int64_t kMaxToleranceUs = int64_t{1} << 51;
 constexpr int64_t kMaxCost = 1'000'000'000;
 
 struct Policy {
-    Algorithm  algorithm = Algorithm::gcra;
-    Rate       rate{};
-    int64_t    burst = 0;
-    GcraParams gcra{};
+    Algorithm    algorithm = Algorithm::gcra;
+    Rate         rate{};
+    int64_t      burst = 0;
+    GcraParams   gcra{};   // gcra
+    WindowParams window{}; // the other algorithms
 
-    int64_t limit() const noexcept { return gcra.limit; }
-    // The time a drained zone takes to refill: the draft's "w" parameter.
-    int64_t window_us() const noexcept { return gcra.tolerance_us; }
+    // Units a fresh key admits at once: burst + 1 (gcra), or per window
+    // (the rate's count + burst).
+    int64_t limit() const noexcept
+    {
+        return algorithm == Algorithm::gcra ? gcra.limit : window.limit;
+    }
+    // The draft's "w" parameter: the time a drained funnel takes to
+    // refill (gcra), or the window.
+    int64_t window_us() const noexcept
+    {
+        return algorithm == Algorithm::gcra ? gcra.tolerance_us
+                                            : window.window_us;
+    }
+    // Windows start on whole seconds, minutes, ... of the wall clock, as
+    // Redis's TIME has them; GCRA needs only a clock that never goes back.
+    bool wall_clock() const noexcept { return algorithm != Algorithm::gcra; }
+    // Timestamp slots a sliding_log key keeps (0 for the others).
+    int64_t log_slots() const noexcept
+    {
+        return algorithm == Algorithm::sliding_log ? window.limit : 0;
+    }
 };
 
-Parsed<Policy> make_policy(Algorithm algorithm, Rate rate,
-                           int64_t burst) noexcept;
+// `log_max` caps the limit of a sliding_log zone (kDefaultLogMax unless the
+// zone says otherwise); errors name what is out of range.
+Parsed<Policy> make_policy(Algorithm algorithm, Rate rate, int64_t burst,
+                           int64_t log_max = kDefaultLogMax) noexcept;
 
-// Per-key state as the shared-memory zone stores it: two words whose
-// meaning belongs to the algorithm (GCRA keeps its TAT in words[0]).
-struct KeyState {
-    int64_t words[2] = {0, 0};
-};
-
-struct Decision {
-    ThrottleResult result;
-    // Whether `state` must be written back; false leaves the key untouched.
-    bool     store = false;
-    KeyState state{};
-    // When the stored state becomes equal to a fresh key's and may go.
-    int64_t expire_at_us = 0;
-};
-
-// `current` is null for a key the zone does not hold (or holds expired).
+// `current` is null for a key the zone does not hold (or holds expired);
+// `log` is the key's ring of policy.log_slots() timestamps (sliding_log
+// only; null with a null `current`).
 Decision decide(const Policy &policy, const KeyState *current, int64_t now_us,
-                int64_t cost) noexcept;
+                int64_t cost, const int64_t *log = nullptr) noexcept;
 
 } // namespace throttle

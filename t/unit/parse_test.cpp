@@ -53,16 +53,44 @@ TEST(ParseCount, Bounds)
 
 TEST(Policy, AlgorithmNames)
 {
-    EXPECT_EQ(*parse_algorithm("gcra").value, Algorithm::gcra);
-    EXPECT_EQ(algorithm_name(Algorithm::gcra), "gcra");
-    for (const char *later : {"fixed_window", "sliding_window", "sliding_log"})
+    for (Algorithm a : {Algorithm::gcra, Algorithm::fixed_window,
+                        Algorithm::sliding_window, Algorithm::sliding_log})
     {
-        auto a = parse_algorithm(later);
-        EXPECT_FALSE(a);
-        EXPECT_NE(std::string(a.error).find("not available"),
-                  std::string::npos);
+        auto parsed = parse_algorithm(algorithm_name(a));
+        ASSERT_TRUE(parsed) << algorithm_name(a);
+        EXPECT_EQ(*parsed.value, a);
     }
-    EXPECT_FALSE(parse_algorithm("token_bucket"));
+    EXPECT_EQ(algorithm_name(Algorithm::sliding_log), "sliding_log");
+    // the meters of the seeds are GCRA: no second name for them
+    for (const char *other : {"token_bucket", "leaky_bucket", "GCRA", ""}) {
+        auto a = parse_algorithm(other);
+        EXPECT_FALSE(a) << other;
+        EXPECT_NE(std::string(a.error).find("unknown"), std::string::npos);
+    }
+}
+
+TEST(Policy, WindowParameters)
+{
+    auto p = make_policy(Algorithm::fixed_window, Rate{30, 60'000'000}, 5);
+    ASSERT_TRUE(p);
+    EXPECT_EQ(p.value->window.window_us, 60'000'000);
+    EXPECT_EQ(p.value->limit(), 35);
+    EXPECT_EQ(p.value->window_us(), 60'000'000);
+    EXPECT_TRUE(p.value->wall_clock());
+    EXPECT_EQ(p.value->log_slots(), 0);
+
+    auto g = make_policy(Algorithm::gcra, Rate{30, 60'000'000}, 5);
+    ASSERT_TRUE(g);
+    EXPECT_FALSE(g.value->wall_clock());
+    EXPECT_EQ(g.value->limit(), 6);
+
+    // a log keeps a timestamp per unit of its limit, up to log_max
+    auto l = make_policy(Algorithm::sliding_log, Rate{1000, 1'000'000}, 0);
+    ASSERT_TRUE(l);
+    EXPECT_EQ(l.value->log_slots(), 1000);
+    EXPECT_FALSE(make_policy(Algorithm::sliding_log, Rate{1000, 1'000'000}, 1));
+    EXPECT_TRUE(
+        make_policy(Algorithm::sliding_log, Rate{1000, 1'000'000}, 1, 1001));
 }
 
 TEST(Policy, DerivedParameters)

@@ -1,0 +1,47 @@
+#include "throttle/windows.hpp"
+
+#include <algorithm>
+
+namespace throttle {
+
+Decision
+fixed_window_decide(const WindowParams &params, const KeyState *current,
+                    int64_t now_us, int64_t cost) noexcept
+{
+    const int64_t w = params.window_us;
+    const int64_t limit = params.limit;
+    const int64_t start = now_us - now_us % w;
+    const int64_t end = start + w;
+
+    // A counter of any other window (an older one, or a later one if the
+    // clock went back) says nothing about this one.
+    int64_t count = 0;
+    if (current != nullptr && current->words[0] == start) {
+        count = current->words[1];
+    }
+
+    Decision d;
+    d.result.limit = limit;
+    if (cost > limit) {
+        // Tested before adding: no window will ever hold it, and cost may be
+        // anything up to INT64_MAX.
+        d.result.limited = true;
+    } else if (count + cost <= limit) {
+        count += cost;
+        d.store = true;
+        d.state.words[0] = start;
+        d.state.words[1] = count;
+        d.expire_at_us = end;
+    } else {
+        d.result.limited = true;
+        d.result.retry_after_us = end - now_us;
+    }
+
+    // A counter stored under a larger limit (before a reload) may exceed
+    // this one.
+    d.result.remaining = std::max<int64_t>(0, limit - count);
+    d.result.reset_after_us = count > 0 ? end - now_us : 0;
+    return d;
+}
+
+} // namespace throttle

@@ -1,0 +1,131 @@
+#include "throttle/sliding_log.hpp"
+
+#include <algorithm>
+
+namespace throttle {
+
+namespace {
+
+// A view of a key's ring. The state comes from shared memory that a reload
+// with another limit may have left behind: head and size are brought into
+// the ring's bounds so that no index ever leaves it.
+struct Ring {
+    const int64_t *slots;
+    int64_t        capacity;
+    int64_t        head;
+    int64_t        size;
+
+    Ring(const WindowParams &params, const KeyState &state,
+         const int64_t *s) noexcept
+        : slots(s), capacity(params.limit), head(0), size(0)
+    {
+        if (slots != nullptr && capacity > 0) {
+            head = state.words[0] % capacity;
+            if (head < 0) {
+                head += capacity;
+            }
+            size = std::clamp<int64_t>(state.words[1], 0, capacity);
+        }
+    }
+
+    int64_t index(int64_t i) const noexcept { return (head + i) % capacity; }
+    int64_t at(int64_t i) const noexcept { return slots[index(i)]; }
+
+    // Entries are in time order, so the live ones are a suffix: bisected,
+    // as a key may hold up to kMaxLogMax of them.
+    int64_t first_live(int64_t now_us, int64_t window_us) const noexcept
+    {
+        int64_t lo = 0;
+        int64_t hi = size;
+        while (lo < hi) {
+            const int64_t mid = lo + (hi - lo) / 2;
+            if (at(mid) <= now_us - window_us) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        return lo;
+    }
+};
+
+} // namespace
+
+Decision
+sliding_log_decide(const WindowParams &params, const KeyState &state,
+                   const int64_t *slots, int64_t now_us, int64_t cost) noexcept
+{
+    const int64_t w = params.window_us;
+    const int64_t limit = params.limit;
+    const Ring    ring(params, state, slots);
+    const int64_t first = ring.first_live(now_us, w);
+    const int64_t count = ring.size - first;
+
+    Decision d;
+    d.result.limit = limit;
+
+    // The newest entry after this request; none is -1.
+    int64_t newest = count > 0 ? ring.at(ring.size - 1) : -1;
+    if (cost > limit) {
+        d.result.limited = true;
+        d.result.remaining = limit - count;
+    } else if (count + cost <= limit) {
+        d.result.remaining = limit - count - cost;
+        if (cost > 0) {
+            // where sliding_log_record() puts them
+            newest = std::max(newest, now_us);
+        }
+    } else {
+        d.result.limited = true;
+        d.result.remaining = limit - count;
+        // The request fits once the k-th oldest entry has left, k = count +
+        // cost - limit (1 <= k <= count here).
+        const int64_t k = count + cost - limit;
+        d.result.retry_after_us = ring.at(first + k - 1) + w - now_us;
+    }
+
+    if (newest >= 0) {
+        d.result.reset_after_us = newest + w - now_us;
+        d.expire_at_us = newest + w;
+    }
+    return d;
+}
+
+int64_t
+sliding_log_record(const WindowParams &params, KeyState &state, int64_t *slots,
+                   int64_t now_us, int64_t cost) noexcept
+{
+    const int64_t w = params.window_us;
+    const int64_t capacity = params.limit;
+    if (slots == nullptr || capacity <= 0) {
+        return 0;
+    }
+
+    Ring          ring(params, state, slots);
+    const int64_t first = ring.first_live(now_us, w);
+    int64_t       head = ring.index(first);
+    int64_t       size = ring.size - first;
+
+    // A clock that went back must not put an entry before a newer one: the
+    // ring is read as sorted.
+    const int64_t ts =
+        size > 0 ? std::max(now_us, ring.at(ring.size - 1)) : now_us;
+    // The caller records only what decide() admitted, so the ring has room;
+    // if not, the oldest entries give way rather than memory being
+    // overwritten elsewhere. More than capacity equal entries would only
+    // overwrite one another.
+    for (int64_t j = std::min(cost, capacity); j > 0; j--) {
+        if (size == capacity) {
+            head = (head + 1) % capacity;
+            size--;
+        }
+        slots[(head + size) % capacity] = ts;
+        size++;
+    }
+
+    state.words[0] = head;
+    state.words[1] = size;
+    return size > 0 ? slots[(head + size - 1) % capacity] + w : 0;
+}
+
+} // namespace throttle

@@ -1,0 +1,45 @@
+// sliding_log: exact; one timestamp per admitted unit, kept while it is in
+// the window (an entry at `ts` counts while now < ts + window). A zone
+// keeps them in a ring of `limit` slots per key beside the key's state
+// (words[0] = index of the oldest entry, words[1] = entries); Redis keeps a
+// sorted set (src/scripts/sliding_log.lua). Deciding only reads; a request
+// that passes every zone is then recorded, so that one rejected by another
+// zone of the same location leaves no trace.
+#pragma once
+
+#include "throttle/decision.hpp"
+#include "throttle/windows.hpp"
+
+#include <cstdint>
+
+namespace throttle {
+
+// The default and the largest cap on a sliding_log zone's limit: memory
+// per key grows with it (8 bytes a slot in a zone, a sorted-set member in
+// Redis).
+constexpr int64_t kDefaultLogMax = 1000;
+constexpr int64_t kMaxLogMax = 100000;
+
+// Passes iff entries in the window + cost <= limit.
+//   remaining    limit - entries in the window (after it, if it passed)
+//   reset_after  until the newest entry leaves the window (after this
+//                request, if it passed: the window), 0 if none
+//   retry_after  until the (entries + cost - limit)-th oldest entry leaves
+//                the window (-1 if passed, or if cost > limit)
+//   expire_at    when the newest entry leaves the window (after this
+//                request, if it passed: what sliding_log_record() returns)
+// `store` is false: the state changes only through sliding_log_record().
+// `slots` holds params.limit timestamps, in ring order.
+Decision sliding_log_decide(const WindowParams &params, const KeyState &state,
+                            const int64_t *slots, int64_t now_us,
+                            int64_t cost) noexcept;
+
+// Records `cost` entries at now_us (a request that passed), dropping the
+// entries that have left the window first. Entries stay in time order: a
+// clock that went back records them at the newest entry's time. Returns
+// when the newest entry leaves the window (the key's new expire_at).
+int64_t sliding_log_record(const WindowParams &params, KeyState &state,
+                           int64_t *slots, int64_t now_us,
+                           int64_t cost) noexcept;
+
+} // namespace throttle

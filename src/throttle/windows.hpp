@@ -1,0 +1,56 @@
+// The counting algorithms of the source documents, over windows as long as
+// the rate's unit (r/s: 1 s, r/m: 60 s, r/h, r/d), admitting `limit` units
+// per window (the rate's count + burst). Times are microseconds of a wall
+// clock, so that windows start on whole seconds, minutes, hours and days
+// (UTC), as Redis's TIME has them; `now_us` must be >= 0.
+//
+// Every function here has a Lua twin in src/scripts/ that gives the same
+// answers for the same timeline (t/unit/scripts_test.cpp checks it against a
+// real Redis).
+#pragma once
+
+#include "throttle/decision.hpp"
+
+#include <cstdint>
+
+namespace throttle {
+
+struct WindowParams {
+    int64_t window_us; // the rate's unit
+    int64_t limit;     // units per window: the rate's count + burst
+};
+
+// The largest limit of a sliding_window zone: its two counters share a word.
+constexpr int64_t kMaxSlidingWindowLimit = (int64_t{1} << 31) - 1;
+
+// fixed_window: a counter per aligned window [start, start + window).
+// Passes iff counted + cost <= limit; a rejection counts nothing.
+//   remaining    limit - counted (after this request, if it passed)
+//   reset_after  to the window's end if anything is counted in it, else 0
+//   retry_after  to the window's end (-1 if passed, or if cost > limit)
+//   expire_at    the window's end
+Decision fixed_window_decide(const WindowParams &params,
+                             const KeyState *current, int64_t now_us,
+                             int64_t cost) noexcept;
+
+// sliding_window: Cloudflare's approximation of a sliding window from the
+// counters of the current aligned window and the previous one:
+//   weighted = previous * (window - elapsed) / window + current
+// in doubles, evaluated in exactly this order (the Lua twin does the same,
+// so both round alike). Passes iff weighted + cost <= limit.
+//   remaining    max(0, floor(limit - weighted - cost)) if passed,
+//                max(0, floor(limit - weighted)) if not
+//   reset_after  to the end of the next window if the current one counts
+//                anything, else to the end of the current one if the
+//                previous one does, else 0
+//   retry_after  the first microsecond at which the same request would
+//                pass, less now (-1 if passed, or if cost > limit). "Pass"
+//                by the exact weighted count: the doubles alone, which
+//                round a tiny weight away next to a large limit, may admit
+//                it a little earlier (up to a few ms at 1e9 units a day).
+//   expire_at    the end of the window after the current one
+Decision sliding_window_decide(const WindowParams &params,
+                               const KeyState *current, int64_t now_us,
+                               int64_t cost) noexcept;
+
+} // namespace throttle
