@@ -78,7 +78,7 @@ format_redis_key(char *out, std::string_view prefix, std::string_view zone,
 }
 
 ScriptReply
-decode_gcra_reply(const redisReply *reply) noexcept
+decode_decision_reply(const redisReply *reply, size_t tokens) noexcept
 {
     if (reply == nullptr) {
         return malformed("no reply");
@@ -92,13 +92,15 @@ decode_gcra_reply(const redisReply *reply) noexcept
         return r;
     }
 
-    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 5) {
+    const size_t n = 5 + tokens;
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != n || tokens > 2)
+    {
         return malformed("unexpected reply to the throttle script: not an "
-                         "array of 5");
+                         "array of the expected size");
     }
 
-    long long v[5];
-    for (size_t i = 0; i < 5; i++) {
+    long long v[7];
+    for (size_t i = 0; i < n; i++) {
         if (reply->element[i]->type != REDIS_REPLY_INTEGER) {
             return malformed("unexpected reply to the throttle script: not "
                              "an integer");
@@ -120,7 +122,26 @@ decode_gcra_reply(const redisReply *reply) noexcept
     r.result.remaining = v[2];
     r.result.reset_after_us = v[3];
     r.result.retry_after_us = v[4];
+    for (size_t i = 0; i < tokens; i++) {
+        r.tokens[i] = v[5 + i];
+    }
     return r;
+}
+
+StrictScripts
+strict_scripts(Algorithm algorithm) noexcept
+{
+    switch (algorithm) {
+    case Algorithm::fixed_window:
+        return {ScriptId::fixed_window, ScriptId::fixed_window_refund, 1};
+    case Algorithm::sliding_window:
+        return {ScriptId::sliding_window, ScriptId::sliding_window_refund, 1};
+    case Algorithm::sliding_log:
+        return {ScriptId::sliding_log, ScriptId::sliding_log_refund, 2};
+    case Algorithm::gcra:
+        break;
+    }
+    return {ScriptId::gcra, ScriptId::gcra_refund, 0};
 }
 
 const char *
@@ -141,7 +162,7 @@ decode_sync_reply(const redisReply *reply, size_t n, int64_t *ttls) noexcept
     for (size_t i = 0; i < n; i++) {
         const redisReply *e = reply->element[i];
         if (e->type != REDIS_REPLY_INTEGER || e->integer < 0) {
-            return "unexpected reply to the sync script: not a time to live";
+            return "unexpected reply to the sync script: not a count or a time";
         }
         ttls[i] = e->integer;
     }

@@ -4,7 +4,9 @@
 #pragma once
 
 #include "throttle/key.hpp"
+#include "throttle/policy.hpp"
 #include "throttle/result.hpp"
+#include "throttle/scripts.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -40,17 +42,32 @@ size_t format_redis_key(char *out, std::string_view prefix,
 struct ScriptReply {
     enum Kind { ok, noscript, error } kind = error;
     ThrottleResult result;
+    // what identifies the charge, for a refund (see strict_scripts())
+    int64_t tokens[2] = {0, 0};
     // for errors: Redis's message (pointing into the reply), or what was
     // wrong with the reply
     std::string_view message;
 };
 
-// Reads gcra.lua's reply: {limited, limit, remaining, reset_after_us,
-// retry_after_us}. Anything else is an error, never a decision.
-ScriptReply decode_gcra_reply(const redisReply *reply) noexcept;
+// Reads a strict script's reply: {limited, limit, remaining,
+// reset_after_us, retry_after_us} followed by `tokens` integers. Anything
+// else is an error, never a decision.
+ScriptReply decode_decision_reply(const redisReply *reply,
+                                  size_t            tokens = 0) noexcept;
 
-// Reads gcra_sync.lua's reply for n keys into ttls[0..n): null on success,
-// else what was wrong (Redis's message points into the reply).
+// The scripts of a strict zone: the one that decides, the one that gives
+// back a charge (for a request another zone rejected), and how many
+// integers the first returns after the result to identify the charge.
+struct StrictScripts {
+    ScriptId decide;
+    ScriptId refund;
+    size_t   tokens;
+};
+
+StrictScripts strict_scripts(Algorithm algorithm) noexcept;
+
+// Reads a sync script's reply of n non-negative integers into ttls[0..n): null
+// on success, else what was wrong (Redis's message points into the reply).
 const char *decode_sync_reply(const redisReply *reply, size_t n,
                               int64_t *ttls) noexcept;
 

@@ -6,7 +6,20 @@
 
 namespace throttle {
 
-enum class ScriptId { gcra, gcra_refund, gcra_sync };
+// In the order of THROTTLE_SCRIPTS in CMakeLists.txt.
+enum class ScriptId {
+    gcra,
+    gcra_refund,
+    gcra_sync,
+    fixed_window,
+    fixed_window_refund,
+    sliding_window,
+    sliding_window_refund,
+    sliding_log,
+    sliding_log_refund,
+    fixed_window_sync,
+    sliding_window_sync,
+};
 
 struct Script {
     std::string_view name;

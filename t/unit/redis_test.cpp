@@ -78,10 +78,10 @@ parse(const std::string &resp)
     return Reply(static_cast<redisReply *>(reply));
 }
 
-TEST(GcraReply, Decision)
+TEST(DecisionReply, Decision)
 {
     Reply       r = parse("*5\r\n:1\r\n:5\r\n:2\r\n:3000000\r\n:3000000\r\n");
-    ScriptReply d = decode_gcra_reply(r.get());
+    ScriptReply d = decode_decision_reply(r.get());
     ASSERT_EQ(d.kind, ScriptReply::ok);
     EXPECT_TRUE(d.result.limited);
     EXPECT_EQ(d.result.limit, 5);
@@ -89,21 +89,21 @@ TEST(GcraReply, Decision)
     EXPECT_EQ(d.result.reset_after_us, 3'000'000);
     EXPECT_EQ(d.result.retry_after_us, 3'000'000);
 
-    d = decode_gcra_reply(
+    d = decode_decision_reply(
         parse("*5\r\n:0\r\n:16\r\n:15\r\n:2000000\r\n:-1\r\n").get());
     ASSERT_EQ(d.kind, ScriptReply::ok);
     EXPECT_FALSE(d.result.limited);
     EXPECT_EQ(d.result.retry_after_us, -1);
 }
 
-TEST(GcraReply, ErrorsAreNeverDecisions)
+TEST(DecisionReply, ErrorsAreNeverDecisions)
 {
-    ScriptReply d = decode_gcra_reply(
+    ScriptReply d = decode_decision_reply(
         parse("-NOSCRIPT No matching script. Please use EVAL.\r\n").get());
     EXPECT_EQ(d.kind, ScriptReply::noscript);
 
     Reply wrongpass = parse("-WRONGPASS invalid username-password pair\r\n");
-    d = decode_gcra_reply(wrongpass.get());
+    d = decode_decision_reply(wrongpass.get());
     EXPECT_EQ(d.kind, ScriptReply::error);
     EXPECT_EQ(d.message.substr(0, 9), "WRONGPASS");
 
@@ -118,10 +118,29 @@ TEST(GcraReply, ErrorsAreNeverDecisions)
              "*5\r\n:0\r\n:0\r\n:2\r\n:3\r\n:-1\r\n",      // limit 0
          })
     {
-        EXPECT_EQ(decode_gcra_reply(parse(bad).get()).kind, ScriptReply::error)
+        EXPECT_EQ(decode_decision_reply(parse(bad).get()).kind,
+                  ScriptReply::error)
             << bad;
     }
-    EXPECT_EQ(decode_gcra_reply(nullptr).kind, ScriptReply::error);
+    EXPECT_EQ(decode_decision_reply(nullptr).kind, ScriptReply::error);
+}
+
+TEST(DecisionReply, TokensFollowTheResult)
+{
+    Reply       r = parse("*7\r\n:0\r\n:10\r\n:7\r\n:1000000\r\n:-1\r\n"
+                                ":1763000000123456\r\n:3\r\n");
+    ScriptReply d = decode_decision_reply(r.get(), 2);
+    ASSERT_EQ(d.kind, ScriptReply::ok);
+    EXPECT_EQ(d.result.remaining, 7);
+    EXPECT_EQ(d.tokens[0], 1'763'000'000'123'456);
+    EXPECT_EQ(d.tokens[1], 3);
+
+    // a reply of another length than the script's is an error
+    EXPECT_EQ(decode_decision_reply(r.get(), 1).kind, ScriptReply::error);
+    EXPECT_EQ(decode_decision_reply(r.get()).kind, ScriptReply::error);
+    Reply s = parse("*6\r\n:0\r\n:10\r\n:7\r\n:1000000\r\n:-1\r\n"
+                    "$2\r\nxx\r\n");
+    EXPECT_EQ(decode_decision_reply(s.get(), 1).kind, ScriptReply::error);
 }
 
 TEST(SyncReply, TimesToLive)

@@ -1,0 +1,53 @@
+#include "throttle/denial.hpp"
+
+#include <algorithm>
+
+namespace throttle {
+
+namespace {
+
+// costs are at most kMaxCost (< 2^30) and remainders at most a limit
+// (< 2^31): both fit their half of the word
+constexpr int64_t kLow = (int64_t{1} << 32) - 1;
+
+} // namespace
+
+RememberedDenial
+remember_denial(const ThrottleResult &rejection, int64_t cost,
+                int64_t sent_at_us) noexcept
+{
+    RememberedDenial d;
+    if (!rejection.limited || rejection.retry_after_us <= 0) {
+        return d;
+    }
+    d.state.words[0] = sent_at_us + rejection.retry_after_us;
+    d.state.words[1] =
+        (cost << 32) | std::clamp(rejection.remaining, int64_t{0}, kLow);
+    d.expire_at_us = sent_at_us
+        + std::max(rejection.reset_after_us, rejection.retry_after_us);
+    return d;
+}
+
+Decision
+recall_denial(const KeyState *cached, int64_t expire_at_us, int64_t limit,
+              int64_t now_us, int64_t cost) noexcept
+{
+    Decision d;
+    d.result.limit = limit;
+    d.result.remaining = limit;
+    if (cached == nullptr) {
+        return d;
+    }
+    const int64_t until = cached->words[0];
+    const int64_t denied_cost = cached->words[1] >> 32;
+    const int64_t remaining = cached->words[1] & kLow;
+    if (now_us < until && cost == denied_cost) {
+        d.result.limited = true;
+        d.result.remaining = remaining;
+        d.result.retry_after_us = until - now_us;
+        d.result.reset_after_us = std::max(expire_at_us, until) - now_us;
+    }
+    return d;
+}
+
+} // namespace throttle
