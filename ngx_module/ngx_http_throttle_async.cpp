@@ -16,6 +16,7 @@
 
 #include "throttle/clock.hpp"
 #include "throttle/redis.hpp"
+#include "throttle/window_sync.hpp"
 
 #include <hiredis/hiredis.h>
 
@@ -27,8 +28,9 @@ typedef struct {
     u_char *data; /* the key as the zone stores it */
     u_short len;
     u_char  hashed;
+    /* the node's pending units: see ngx_http_throttle_node_t */
     int64_t units;
-    int64_t since; /* when the first of the units was charged */
+    int64_t since;
 } ngx_http_throttle_async_key_t;
 
 typedef struct {
@@ -63,22 +65,61 @@ ngx_http_throttle_async_schedule(ngx_http_throttle_zone_t *zone) noexcept
     }
 }
 
+static bool
+ngx_http_throttle_async_gcra(const ngx_http_throttle_zone_t *zone) noexcept
+{
+    return zone->policy.algorithm == throttle::Algorithm::gcra;
+}
+
+/* The shape of a sync script's call and answer: GCRA sends T and the
+ * grace, then a key's units and their age, and gets a time to live per
+ * key; the window counters send the window, then a key's units of its
+ * window, of the one before and the window's age, and get how far Redis
+ * is into its window followed by the counts per key. */
+static ngx_uint_t
+ngx_http_throttle_async_reply_head(
+    const ngx_http_throttle_zone_t *zone) noexcept
+{
+    return ngx_http_throttle_async_gcra(zone) ? 0 : 1;
+}
+
+static ngx_uint_t
+ngx_http_throttle_async_reply_per_key(
+    const ngx_http_throttle_zone_t *zone) noexcept
+{
+    return zone->policy.algorithm == throttle::Algorithm::sliding_window ? 2
+                                                                         : 1;
+}
+
 /* Under the zone's lock: Redis's answer replaces the view of each key, plus
  * what this node charged since the batch left. */
 static void
 ngx_http_throttle_async_apply(ngx_http_throttle_async_flush_t *flush,
                               ngx_uint_t first, ngx_uint_t n,
-                              const int64_t *ttls) noexcept
+                              const int64_t *answer, int64_t now) noexcept
 {
-    ngx_uint_t                     i;
+    ngx_uint_t                     i, j, per_key;
+    bool                           fresh;
+    const int64_t                 *values;
     ngx_http_throttle_node_t      *tn;
     ngx_http_throttle_async_key_t *k;
     ngx_http_throttle_zone_t      *zone = flush->zone;
+    const throttle::Policy        &policy = zone->policy;
+
+    per_key = ngx_http_throttle_async_reply_per_key(zone);
 
     for (i = 0; i < n; i++) {
-        if (ttls[i] == 0) {
-            /* fresh everywhere: the node's own view, which holds at least
-             * its own units, has nothing to learn (most keys of a crawl) */
+        values =
+            answer + ngx_http_throttle_async_reply_head(zone) + i * per_key;
+
+        /* fresh everywhere: the node's own view, which holds at least its
+         * own units, has nothing to learn (most keys of a crawl) */
+        fresh = true;
+        for (j = 0; j < per_key; j++) {
+            fresh = fresh && values[j] == 0;
+        }
+
+        if (fresh) {
             continue;
         }
 
@@ -89,10 +130,18 @@ ngx_http_throttle_async_apply(ngx_http_throttle_async_flush_t *flush,
             continue; /* evicted meanwhile; Redis has its units */
         }
 
-        tn->state.words[0] = throttle::synced_tat(
-            flush->sent_at, ttls[i], zone->policy.gcra.emission_interval_us,
-            tn->pending);
-        tn->expire_at = tn->state.words[0];
+        if (ngx_http_throttle_async_gcra(zone)) {
+            tn->state.words[0] = throttle::synced_tat(
+                flush->sent_at, values[0], policy.gcra.emission_interval_us,
+                tn->pending);
+            tn->expire_at = tn->state.words[0];
+            continue;
+        }
+
+        (void) throttle::synced_window_state(
+            policy.algorithm, policy.window.window_us, flush->sent_at,
+            answer[0], values, {tn->pending, tn->pending_since}, now, tn->state,
+            tn->expire_at);
     }
 }
 
@@ -108,13 +157,16 @@ ngx_http_throttle_async_keep(ngx_http_throttle_async_flush_t *flush,
     ngx_http_throttle_node_t      *tn;
     ngx_http_throttle_async_key_t *k;
     ngx_http_throttle_zone_t      *zone = flush->zone;
+    const throttle::Policy        &policy = zone->policy;
+    throttle::WindowUnits          merged;
 
     for (i = 0; i < n; i++) {
         k = &flush->keys[first + i];
         tn = ngx_http_throttle_find_node(zone, k->data, k->len, k->hashed);
 
         if (tn == NULL) {
-            zone->sh->dropped_units += units ? k->units : 0;
+            zone->sh->dropped_units +=
+                units ? ngx_http_throttle_pending_units(zone, k->units) : 0;
             continue;
         }
 
@@ -123,11 +175,21 @@ ngx_http_throttle_async_keep(ngx_http_throttle_async_flush_t *flush,
             continue;
         }
 
-        if (k->units && (tn->pending == 0 || k->since < tn->pending_since)) {
-            tn->pending_since = k->since;
-        }
+        if (ngx_http_throttle_async_gcra(zone)) {
+            if (k->units && (tn->pending == 0 || k->since < tn->pending_since))
+            {
+                tn->pending_since = k->since;
+            }
 
-        tn->pending += k->units;
+            tn->pending += k->units;
+
+        } else {
+            merged = throttle::merge_window_units(
+                policy.algorithm, policy.window.window_us, {k->units, k->since},
+                {tn->pending, tn->pending_since});
+            tn->pending = merged.packed;
+            tn->pending_since = merged.since;
+        }
 
         if (k->units || tn->sync_rounds) {
             ngx_http_throttle_mark_dirty(zone, tn);
@@ -159,6 +221,7 @@ ngx_http_throttle_async_done(void *data, redisReply *reply, const char *err,
     ngx_http_throttle_async_flush_t *flush;
     ngx_http_throttle_zone_t        *zone;
     int64_t                         *ttls;
+    size_t                           size;
     ngx_uint_t                       failing;
     int64_t                          dropped;
 
@@ -169,19 +232,22 @@ ngx_http_throttle_async_done(void *data, redisReply *reply, const char *err,
     ttls = NULL;
 
     if (reply) {
-        ttls = (int64_t *) ngx_alloc(call->n * sizeof(int64_t), ngx_cycle->log);
+        size = ngx_http_throttle_async_reply_head(zone)
+            + call->n * ngx_http_throttle_async_reply_per_key(zone);
+        ttls = (int64_t *) ngx_alloc(size * sizeof(int64_t), ngx_cycle->log);
         if (ttls == NULL) {
             err = "out of memory";
 
         } else {
-            err = throttle::decode_sync_reply(reply, call->n, ttls);
+            err = throttle::decode_sync_reply(reply, size, ttls);
         }
     }
 
     ngx_shmtx_lock(&zone->shpool->mutex);
 
     if (err == NULL) {
-        ngx_http_throttle_async_apply(flush, call->first, call->n, ttls);
+        ngx_http_throttle_async_apply(flush, call->first, call->n, ttls,
+                                      ngx_http_throttle_now(zone));
         failing = zone->sh->failing;
         dropped = zone->sh->dropped_units;
         zone->sh->failing = 0;
@@ -302,6 +368,28 @@ ngx_http_throttle_async_take(ngx_http_throttle_zone_t *zone,
     return flush;
 }
 
+static u_char *
+ngx_http_throttle_async_arg(u_char *p, ngx_str_t *arg, int64_t value) noexcept
+{
+    arg->data = p;
+    p = ngx_sprintf(p, "%L", value);
+    arg->len = p - arg->data;
+    return p;
+}
+
+static throttle::ScriptId
+ngx_http_throttle_async_script(const ngx_http_throttle_zone_t *zone) noexcept
+{
+    switch (zone->policy.algorithm) {
+    case throttle::Algorithm::fixed_window:
+        return throttle::ScriptId::fixed_window_sync;
+    case throttle::Algorithm::sliding_window:
+        return throttle::ScriptId::sliding_window_sync;
+    default:
+        return throttle::ScriptId::gcra_sync;
+    }
+}
+
 /* Sends keys [first, first + n) of the flush as one script call. */
 static void
 ngx_http_throttle_async_send(ngx_http_throttle_async_flush_t *flush,
@@ -316,12 +404,15 @@ ngx_http_throttle_async_send(ngx_http_throttle_async_flush_t *flush,
     ngx_http_throttle_zone_t       *zone = flush->zone;
     ngx_http_throttle_redis_t      *redis = zone->redis;
     int64_t                         grace, age;
+    ngx_uint_t                      nargs;
+    const throttle::Policy         &policy = zone->policy;
 
     keys_len = throttle::max_redis_key_len(redis->prefix.len, zone->name.len);
 
+    /* KEYS, then at most 2 words ahead and 3 per key */
     p = (u_char *) ngx_alloc(
-        sizeof(ngx_http_throttle_async_call_t) + (3 * n + 2) * sizeof(ngx_str_t)
-            + n * (keys_len + 2 * NGX_INT64_LEN) + 2 * NGX_INT64_LEN,
+        sizeof(ngx_http_throttle_async_call_t) + (4 * n + 2) * sizeof(ngx_str_t)
+            + n * (keys_len + 3 * NGX_INT64_LEN) + 2 * NGX_INT64_LEN,
         ngx_cycle->log);
 
     call = (ngx_http_throttle_async_call_t *) p;
@@ -339,7 +430,7 @@ ngx_http_throttle_async_send(ngx_http_throttle_async_flush_t *flush,
 
     /* KEYS: the zone's keys */
     args = (ngx_str_t *) (call + 1);
-    p = (u_char *) (args + 3 * n + 2);
+    p = (u_char *) (args + 4 * n + 2);
 
     for (i = 0; i < n; i++) {
         k = &flush->keys[first + i];
@@ -353,37 +444,50 @@ ngx_http_throttle_async_send(ngx_http_throttle_async_flush_t *flush,
         p += args[i].len;
     }
 
-    /* ARGV: T, the grace, then per key its units and how long ago the
-     * first of them was charged. Ages are capped at the grace: units kept
-     * through an outage are placed no further back than that. */
-    grace = 2 * (int64_t) zone->sync_interval * 1000;
+    nargs = n;
 
-    args[n].data = p;
-    p = ngx_sprintf(p, "%L", zone->policy.gcra.emission_interval_us);
-    args[n].len = p - args[n].data;
+    if (ngx_http_throttle_async_gcra(zone)) {
+        /* ARGV: T, the grace, then per key its units and how long ago the
+         * first of them was charged. Ages are capped at the grace: units
+         * kept through an outage are placed no further back than that. */
+        grace = 2 * (int64_t) zone->sync_interval * 1000;
 
-    args[n + 1].data = p;
-    p = ngx_sprintf(p, "%L", grace);
-    args[n + 1].len = p - args[n + 1].data;
+        p = ngx_http_throttle_async_arg(p, &args[nargs++],
+                                        policy.gcra.emission_interval_us);
+        p = ngx_http_throttle_async_arg(p, &args[nargs++], grace);
 
-    for (i = 0; i < n; i++) {
-        k = &flush->keys[first + i];
-        age = k->units ? ngx_min(ngx_max(flush->sent_at - k->since, 0), grace)
-                       : 0;
+        for (i = 0; i < n; i++) {
+            k = &flush->keys[first + i];
+            age = k->units
+                ? ngx_min(ngx_max(flush->sent_at - k->since, 0), grace)
+                : 0;
 
-        args[n + 2 + 2 * i].data = p;
-        p = ngx_sprintf(p, "%L", k->units);
-        args[n + 2 + 2 * i].len = p - args[n + 2 + 2 * i].data;
+            p = ngx_http_throttle_async_arg(p, &args[nargs++], k->units);
+            p = ngx_http_throttle_async_arg(p, &args[nargs++], age);
+        }
 
-        args[n + 3 + 2 * i].data = p;
-        p = ngx_sprintf(p, "%L", age);
-        args[n + 3 + 2 * i].len = p - args[n + 3 + 2 * i].data;
+    } else {
+        /* ARGV: the window, then per key its units of the node's window,
+         * of the one before, and how long ago that window began */
+        p = ngx_http_throttle_async_arg(p, &args[nargs++],
+                                        policy.window.window_us);
+
+        for (i = 0; i < n; i++) {
+            k = &flush->keys[first + i];
+            age = k->units ? ngx_max(flush->sent_at - k->since, 0) : 0;
+
+            p = ngx_http_throttle_async_arg(
+                p, &args[nargs++], throttle::window_units_cur(k->units));
+            p = ngx_http_throttle_async_arg(
+                p, &args[nargs++], throttle::window_units_prev(k->units));
+            p = ngx_http_throttle_async_arg(p, &args[nargs++], age);
+        }
     }
 
     flush->pending++;
 
     if (ngx_http_throttle_redis_eval(
-            redis, throttle::ScriptId::gcra_sync, args, n, 3 * n + 2,
+            redis, ngx_http_throttle_async_script(zone), args, n, nargs,
             ngx_max(redis->timeout, zone->sync_interval),
             ngx_http_throttle_async_done, call)
         == NULL)
@@ -402,7 +506,7 @@ ngx_http_throttle_async_tick(ngx_event_t *ev) noexcept
     int64_t                          now, interval;
 
     zone = (ngx_http_throttle_zone_t *) ev->data;
-    now = throttle::monotonic_now_us();
+    now = ngx_http_throttle_now(zone);
     flush = NULL;
 
     ngx_shmtx_lock(&zone->shpool->mutex);

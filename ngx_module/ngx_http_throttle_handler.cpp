@@ -163,7 +163,6 @@ ngx_http_throttle_decide(ngx_http_request_t        *r,
 {
     ngx_int_t  rc = NGX_OK;
     ngx_uint_t i;
-    int64_t    now = throttle::monotonic_now_us();
 
     auto taking_part = [&](ngx_http_throttle_check_t &check) {
         return check.zone && (remote || !ngx_http_throttle_strict(check.zone));
@@ -179,7 +178,8 @@ ngx_http_throttle_decide(ngx_http_request_t        *r,
 
     for (i = 0; i < n; i++) {
         if (taking_part(checks[i])) {
-            ngx_http_throttle_lookup(&checks[i], now);
+            checks[i].now = ngx_http_throttle_now(checks[i].zone);
+            ngx_http_throttle_lookup(&checks[i], checks[i].now);
             *rejected = *rejected || checks[i].decision.result.limited;
         }
     }
@@ -187,7 +187,7 @@ ngx_http_throttle_decide(ngx_http_request_t        *r,
     if (commit && !*rejected) {
         for (i = 0; i < n && rc == NGX_OK; i++) {
             if (checks[i].zone && !ngx_http_throttle_strict(checks[i].zone)) {
-                rc = ngx_http_throttle_reserve(&checks[i], now,
+                rc = ngx_http_throttle_reserve(&checks[i], checks[i].now,
                                                r->connection->log);
             }
         }
@@ -199,7 +199,7 @@ ngx_http_throttle_decide(ngx_http_request_t        *r,
             }
 
             if (rc == NGX_OK) {
-                ngx_http_throttle_commit(&checks[i], now);
+                ngx_http_throttle_commit(&checks[i], checks[i].now);
 
             } else {
                 ngx_http_throttle_release(&checks[i]);

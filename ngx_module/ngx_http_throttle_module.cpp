@@ -1,7 +1,8 @@
 /*
  * ngx_http_throttle_module: directives, configuration and registration.
  *
- *     throttle_zone $key zone=name:size rate=30r/m [burst=N] [algorithm=gcra];
+ *     throttle_zone $key zone=name:size rate=30r/m [burst=N]
+ *         [algorithm=gcra|fixed_window|sliding_window|sliding_log [log_max=N]];
  *     throttle zone=name [cost=N|$variable];
  *     throttle_status, throttle_headers, throttle_dry_run,
  *     throttle_log_level, throttle_on_error
@@ -150,6 +151,7 @@ ngx_http_throttle_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) noexcept
     int64_t             burst = 0;
     throttle::Algorithm algorithm = throttle::Algorithm::gcra;
     ngx_uint_t          sync = NGX_CONF_UNSET_UINT;
+    int64_t             log_max = NGX_CONF_UNSET;
 
     value = (ngx_str_t *) cf->args->elts;
 
@@ -263,6 +265,22 @@ ngx_http_throttle_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) noexcept
             continue;
         }
 
+        if (ngx_http_throttle_param(&value[i], "log_max=", &v)) {
+            auto parsed = throttle::parse_count(ngx_http_throttle_sv(v),
+                                                throttle::kMaxLogMax);
+            if (!parsed || *parsed.value == 0) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "invalid parameter \"%V\" in "
+                                   "\"throttle_zone\": use a number from "
+                                   "1 to %L",
+                                   &value[i], throttle::kMaxLogMax);
+                return (char *) NGX_CONF_ERROR;
+            }
+
+            log_max = *parsed.value;
+            continue;
+        }
+
         if (ngx_http_throttle_param(&value[i], "redis=", &v)) {
             if (v.len == 0) {
                 ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
@@ -360,7 +378,45 @@ ngx_http_throttle_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) noexcept
         return (char *) NGX_CONF_ERROR;
     }
 
-    auto policy = throttle::make_policy(algorithm, rate, burst);
+    if (log_max != NGX_CONF_UNSET
+        && algorithm != throttle::Algorithm::sliding_log) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"throttle_zone\" \"%V\": \"log_max=\" needs "
+                           "\"algorithm=sliding_log\"",
+                           &name);
+        return (char *) NGX_CONF_ERROR;
+    }
+
+    if (algorithm == throttle::Algorithm::sliding_log
+        && zone->sync == NGX_HTTP_THROTTLE_SYNC_ASYNC)
+    {
+        /* a log is exact or it is nothing: nodes cannot merge timestamps
+         * they did not see without keeping every one of them twice */
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"throttle_zone\" \"%V\": "
+                           "\"algorithm=sliding_log\" cannot \"sync=async\"; "
+                           "use sync=strict, or sliding_window",
+                           &name);
+        return (char *) NGX_CONF_ERROR;
+    }
+
+    if (log_max == NGX_CONF_UNSET) {
+        log_max = throttle::kDefaultLogMax;
+    }
+
+    auto policy = throttle::make_policy(algorithm, rate, burst, log_max);
+    if (!policy && algorithm == throttle::Algorithm::sliding_log) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"throttle_zone\" \"%V\": rate=%V burst=%L "
+                           "keeps %L timestamps per key, more than "
+                           "log_max=%L; raise log_max= (up to %L: 8 bytes "
+                           "a timestamp per key) or use "
+                           "algorithm=sliding_window",
+                           &name, &rate_text, burst, rate.count + burst,
+                           log_max, throttle::kMaxLogMax);
+        return (char *) NGX_CONF_ERROR;
+    }
+
     if (!policy) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "\"throttle_zone\" \"%V\": %s (rate=%V burst=%L)",

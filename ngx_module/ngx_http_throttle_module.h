@@ -17,9 +17,12 @@ extern "C" {
 
 #include "ngx_http_throttle_redis.h"
 
+#include "throttle/clock.hpp"
+#include "throttle/denial.hpp"
 #include "throttle/key.hpp"
 #include "throttle/policy.hpp"
 #include "throttle/result.hpp"
+#include "throttle/window_sync.hpp"
 
 extern "C" ngx_module_t ngx_http_throttle_module;
 
@@ -66,13 +69,16 @@ typedef struct {
     u_char      sync_rounds; /* async: syncs still due (in "dirty") */
     ngx_queue_t queue;
     ngx_queue_t dirty;
-    int64_t     expire_at; /* monotonic us; stale after */
-    /* async: units charged since the last sync, and when the first was */
+    int64_t     expire_at; /* us of the zone's clock; stale after */
+    /* async: units charged since the last sync, and when the first was
+     * (GCRA); or, packed, those of the window starting at pending_since
+     * and of the one before (the window counters) */
     int64_t pending;
     int64_t pending_since;
-    /* GCRA: words[0] is the TAT, in this machine's clock */
+    /* the algorithm's (throttle/decision.hpp), in the zone's clock; a
+     * strict zone keeps its denial cache here instead */
     throttle::KeyState state;
-    u_char             data[1];
+    u_char             data[1]; /* the key; a sliding_log's ring follows */
 } ngx_http_throttle_node_t;
 
 /* Where a zone's state lives: throttle_zone's redis= and sync= */
@@ -99,6 +105,25 @@ typedef struct {
     ngx_msec_t                 error_logged_at; /* this worker's */
     ngx_event_t               *flush_timer;     /* this worker's */
 } ngx_http_throttle_zone_t;
+
+/* The zone's clock: every time stored in its shared memory is of it. */
+static inline int64_t
+ngx_http_throttle_now(const ngx_http_throttle_zone_t *zone)
+{
+    return zone->policy.wall_clock() ? throttle::realtime_now_us()
+                                     : throttle::monotonic_now_us();
+}
+
+/* Async mode: how many units a node's "pending" word holds (the window
+ * counters pack two counts into it: throttle/window_sync.hpp). */
+static inline int64_t
+ngx_http_throttle_pending_units(const ngx_http_throttle_zone_t *zone,
+                                int64_t                         pending)
+{
+    return zone->policy.algorithm == throttle::Algorithm::gcra
+        ? pending
+        : throttle::window_units_total(pending);
+}
 
 /* Strict zones are decided by Redis; local and async ones by the zone. */
 static inline bool
@@ -145,12 +170,14 @@ typedef struct {
     ngx_http_throttle_node_t *node;  /* existing node, or NULL */
     ngx_http_throttle_node_t *fresh; /* allocated, not yet inserted */
     uint32_t                  hash;
+    int64_t                   now; /* of the zone's clock */
     throttle::Decision        decision;
     /* strict mode */
     ngx_http_throttle_ctx_t       *ctx;
     ngx_str_t                      redis_key;
-    ngx_http_throttle_redis_cmd_t *cmd;     /* in flight */
-    int64_t                        sent_at; /* this machine's clock, us */
+    ngx_http_throttle_redis_cmd_t *cmd;       /* in flight */
+    int64_t                        sent_at;   /* the zone's clock, us */
+    int64_t                        tokens[2]; /* the charge, for a refund */
     unsigned                       failed : 1;
 } ngx_http_throttle_check_t;
 
@@ -179,10 +206,12 @@ void      ngx_http_throttle_lookup(ngx_http_throttle_check_t *check,
 ngx_int_t ngx_http_throttle_reserve(ngx_http_throttle_check_t *check,
                                     int64_t now, ngx_log_t *log) noexcept;
 void      ngx_http_throttle_release(ngx_http_throttle_check_t *check) noexcept;
-void ngx_http_throttle_cache_tat(ngx_http_throttle_check_t *check, int64_t tat,
-                                 int64_t now, ngx_log_t *log) noexcept;
-void ngx_http_throttle_commit(ngx_http_throttle_check_t *check,
-                              int64_t                    now) noexcept;
+void      ngx_http_throttle_cache_denial(ngx_http_throttle_check_t *check,
+                                         const throttle::KeyState  &state,
+                                         int64_t expire_at, int64_t now,
+                                         ngx_log_t *log) noexcept;
+void      ngx_http_throttle_commit(ngx_http_throttle_check_t *check,
+                                   int64_t                    now) noexcept;
 
 /* ngx_http_throttle_handler.cpp */
 ngx_int_t ngx_http_throttle_handler(ngx_http_request_t *r) noexcept;

@@ -34,6 +34,43 @@ ngx_http_throttle_compare(ngx_http_throttle_node_t *tn, const u_char *data,
     return ngx_memcmp(tn->data, data, len);
 }
 
+/* Timestamp slots a key of the zone keeps beside its state: a local
+ * sliding_log's ring (a strict zone's nodes only cache Redis's denials). */
+static size_t
+ngx_http_throttle_log_slots(const ngx_http_throttle_zone_t *zone) noexcept
+{
+    return ngx_http_throttle_strict(zone) ? 0
+                                          : (size_t) zone->policy.log_slots();
+}
+
+static size_t
+ngx_http_throttle_log_offset(size_t key_len) noexcept
+{
+    return ngx_align(offsetof(ngx_http_throttle_node_t, data) + key_len,
+                     sizeof(int64_t));
+}
+
+static int64_t *
+ngx_http_throttle_log(ngx_http_throttle_node_t *tn) noexcept
+{
+    return (int64_t *) ((u_char *) tn + ngx_http_throttle_log_offset(tn->len));
+}
+
+/* The slab allocation of a key's node: the key, and a sliding_log's ring. */
+static size_t
+ngx_http_throttle_node_size(const ngx_http_throttle_zone_t *zone,
+                            size_t                          key_len) noexcept
+{
+    if (ngx_http_throttle_log_slots(zone)) {
+        return offsetof(ngx_rbtree_node_t, color)
+            + ngx_http_throttle_log_offset(key_len)
+            + ngx_http_throttle_log_slots(zone) * sizeof(int64_t);
+    }
+
+    return offsetof(ngx_rbtree_node_t, color)
+        + offsetof(ngx_http_throttle_node_t, data) + key_len;
+}
+
 static void
 ngx_http_throttle_rbtree_insert_value(ngx_rbtree_node_t *temp,
                                       ngx_rbtree_node_t *node,
@@ -90,7 +127,8 @@ ngx_http_throttle_delete(ngx_http_throttle_zone_t *zone,
     if (tn->sync_rounds) {
         /* an async key evicted before its consumption reached Redis */
         ngx_queue_remove(&tn->dirty);
-        zone->sh->dropped_units += tn->pending;
+        zone->sh->dropped_units +=
+            ngx_http_throttle_pending_units(zone, tn->pending);
     }
 
     ngx_queue_remove(&tn->queue);
@@ -192,37 +230,60 @@ ngx_http_throttle_find(ngx_http_throttle_check_t *check, int64_t now) noexcept
 void
 ngx_http_throttle_lookup(ngx_http_throttle_check_t *check, int64_t now) noexcept
 {
-    ngx_http_throttle_node_t *tn;
+    ngx_http_throttle_node_t       *tn;
+    const ngx_http_throttle_zone_t *zone = check->zone;
+    const throttle::Policy         &policy = zone->policy;
+    bool                            live;
 
     ngx_http_throttle_find(check, now);
 
     tn = check->node;
+    live = tn && tn->expire_at > now;
+
+    if (ngx_http_throttle_strict(zone)
+        && policy.algorithm != throttle::Algorithm::gcra)
+    {
+        check->decision = throttle::recall_denial(
+            live ? &tn->state : NULL, live ? tn->expire_at : 0, policy.limit(),
+            now, check->cost);
+        return;
+    }
+
     check->decision = throttle::decide(
-        check->zone->policy, (tn && tn->expire_at > now) ? &tn->state : NULL,
-        now, check->cost);
+        policy, live ? &tn->state : NULL, now, check->cost,
+        live && ngx_http_throttle_log_slots(zone) ? ngx_http_throttle_log(tn)
+                                                  : NULL);
+
+    if (ngx_http_throttle_log_slots(zone) && !check->decision.result.limited
+        && check->cost > 0)
+    {
+        check->decision.store = true; /* commit records the entries */
+    }
 }
 
 /*
- * The denial cache of a Redis-backed zone: Redis said the key's TAT is
- * "tat" (already in this machine's clock, and never later than the truth:
- * it is measured from when the command was sent). Until then the zone can
- * reject the key by itself; the TAT only grows, so a local rejection from
- * it is always one Redis would make too.
+ * The denial cache of a Redis-backed zone: what Redis's rejection lets the
+ * zone reject by itself until "expire_at" (already in the zone's clock, and
+ * never later than the truth: it is measured from when the command was
+ * sent). For GCRA it is a lower bound of the key's TAT, which only grows;
+ * for the window algorithms see throttle/denial.hpp.
  */
 void
-ngx_http_throttle_cache_tat(ngx_http_throttle_check_t *check, int64_t tat,
-                            int64_t now, ngx_log_t *log) noexcept
+ngx_http_throttle_cache_denial(ngx_http_throttle_check_t *check,
+                               const throttle::KeyState  &state,
+                               int64_t expire_at, int64_t now,
+                               ngx_log_t *log) noexcept
 {
     ngx_shmtx_lock(&check->zone->shpool->mutex);
 
     ngx_http_throttle_find(check, now);
 
     check->decision.store = true;
-    check->decision.state = throttle::KeyState{};
-    check->decision.state.words[0] = tat;
-    check->decision.expire_at_us = tat;
+    check->decision.state = state;
+    check->decision.expire_at_us = expire_at;
 
-    if (tat > now && ngx_http_throttle_reserve(check, now, log) == NGX_OK) {
+    if (expire_at > now && ngx_http_throttle_reserve(check, now, log) == NGX_OK)
+    {
         ngx_http_throttle_commit(check, now);
     }
 
@@ -244,9 +305,7 @@ ngx_http_throttle_reserve(ngx_http_throttle_check_t *check, int64_t now,
         return NGX_OK;
     }
 
-    size = offsetof(ngx_rbtree_node_t, color)
-        + offsetof(ngx_http_throttle_node_t, data) + key.size();
-
+    size = ngx_http_throttle_node_size(zone, key.size());
     node = (ngx_rbtree_node_t *) ngx_slab_alloc_locked(zone->shpool, size);
 
     for (evicted = 0; node == NULL && evicted < NGX_HTTP_THROTTLE_EVICT
@@ -308,21 +367,47 @@ ngx_http_throttle_commit(ngx_http_throttle_check_t *check, int64_t now) noexcept
     } else {
         tn = check->fresh;
         check->fresh = NULL;
+        tn->expire_at = 0;
         ngx_rbtree_insert(&check->zone->sh->rbtree,
                           ngx_http_throttle_rbnode(tn));
     }
 
-    tn->state = check->decision.state;
-    tn->expire_at = check->decision.expire_at_us;
+    if (ngx_http_throttle_log_slots(check->zone)) {
+        if (tn->expire_at <= now) {
+            tn->state = throttle::KeyState{}; /* every entry has left */
+        }
+
+        tn->expire_at = throttle::sliding_log_record(
+            check->zone->policy.window, tn->state, ngx_http_throttle_log(tn),
+            now, check->cost);
+
+    } else {
+        tn->state = check->decision.state;
+        tn->expire_at = check->decision.expire_at_us;
+    }
+
     ngx_queue_insert_head(&check->zone->sh->queue, &tn->queue);
 
     if (check->zone->sync == NGX_HTTP_THROTTLE_SYNC_ASYNC) {
         /* what this node charged since its last sync, for the next one */
-        if (tn->pending == 0) {
-            tn->pending_since = now;
+        if (check->zone->policy.algorithm == throttle::Algorithm::gcra) {
+            if (tn->pending == 0) {
+                tn->pending_since = now;
+            }
+
+            tn->pending += check->cost;
+
+        } else {
+            /* the window the decision counted in is its state's */
+            throttle::WindowUnits merged = throttle::merge_window_units(
+                check->zone->policy.algorithm,
+                check->zone->policy.window.window_us,
+                {tn->pending, tn->pending_since},
+                {check->cost, tn->state.words[0]});
+            tn->pending = merged.packed;
+            tn->pending_since = merged.since;
         }
 
-        tn->pending += check->cost;
         ngx_http_throttle_mark_dirty(check->zone, tn);
     }
 }
@@ -345,7 +430,8 @@ ngx_http_throttle_init_zone(ngx_shm_zone_t *shm_zone, void *data) noexcept
 {
     ngx_http_throttle_zone_t *ozone = (ngx_http_throttle_zone_t *) data;
     ngx_http_throttle_zone_t *zone;
-    size_t                    len;
+    size_t                    len, size;
+    void                     *node;
 
     zone = (ngx_http_throttle_zone_t *) shm_zone->data;
 
@@ -368,11 +454,44 @@ ngx_http_throttle_init_zone(ngx_shm_zone_t *shm_zone, void *data) noexcept
         }
 
         if (zone->policy.algorithm != ozone->policy.algorithm) {
+            std::string_view was =
+                throttle::algorithm_name(ozone->policy.algorithm);
+            std::string_view is =
+                throttle::algorithm_name(zone->policy.algorithm);
+
             ngx_log_error(NGX_LOG_EMERG, shm_zone->shm.log, 0,
-                          "throttle_zone \"%V\" changed its algorithm; "
-                          "rename the zone or change its size to start "
-                          "afresh",
+                          "throttle_zone \"%V\" changed its algorithm from "
+                          "%*s to %*s; rename the zone or change its size to "
+                          "start afresh",
+                          &shm_zone->shm.name, was.size(), was.data(),
+                          is.size(), is.data());
+            return NGX_ERROR;
+        }
+
+        /* a window zone's nodes hold its counts, or in strict mode what
+         * it remembers of Redis's denials: not to be read as the other */
+        if (zone->policy.algorithm != throttle::Algorithm::gcra
+            && ngx_http_throttle_strict(zone)
+                != ngx_http_throttle_strict(ozone))
+        {
+            ngx_log_error(NGX_LOG_EMERG, shm_zone->shm.log, 0,
+                          "throttle_zone \"%V\" changed to or from "
+                          "sync=strict; rename the zone or change its size "
+                          "to start afresh",
                           &shm_zone->shm.name);
+            return NGX_ERROR;
+        }
+
+        /* the rings were allocated for the old limit */
+        if (ngx_http_throttle_log_slots(zone)
+            != ngx_http_throttle_log_slots(ozone)) {
+            ngx_log_error(NGX_LOG_EMERG, shm_zone->shm.log, 0,
+                          "throttle_zone \"%V\" changed the limit of its "
+                          "sliding_log from %uz to %uz; rename the zone or "
+                          "change its size to start afresh",
+                          &shm_zone->shm.name,
+                          ngx_http_throttle_log_slots(ozone),
+                          ngx_http_throttle_log_slots(zone));
             return NGX_ERROR;
         }
 
@@ -420,6 +539,21 @@ ngx_http_throttle_init_zone(ngx_shm_zone_t *shm_zone, void *data) noexcept
 
     /* a full zone is ours to report, once a second, not the slab's */
     zone->shpool->log_nomem = 0;
+
+    /* a zone that cannot hold one key (a sliding_log's ring can be large)
+     * would leave every request to throttle_on_error */
+    size = ngx_http_throttle_node_size(zone, throttle::kMaxInlineKeyLen);
+
+    node = ngx_slab_alloc(zone->shpool, size);
+    if (node == NULL) {
+        ngx_log_error(NGX_LOG_EMERG, shm_zone->shm.log, 0,
+                      "throttle_zone \"%V\" is too small to hold one key, "
+                      "which takes up to %uz bytes; make the zone larger",
+                      &shm_zone->shm.name, size);
+        return NGX_ERROR;
+    }
+
+    ngx_slab_free(zone->shpool, node);
 
     return NGX_OK;
 }

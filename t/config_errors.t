@@ -154,21 +154,44 @@ invalid cost "-1" in "throttle"
 
 
 
-=== TEST 17: algorithm=fixed_window is not available yet
+=== TEST 17: log_max= belongs to sliding_log
 --- http_config
-throttle_zone $http_x_key zone=z:1m rate=1r/m algorithm=fixed_window;
+throttle_zone $http_x_key zone=z:1m rate=1r/m algorithm=sliding_window log_max=10;
 --- must_die
-invalid algorithm "algorithm=fixed_window" in "throttle_zone"
-not available in this version
+"throttle_zone" "z": "log_max=" needs "algorithm=sliding_log"
 
 
 
-=== TEST 18: algorithm=sliding_log is not available yet
+=== TEST 18: a sliding_log beyond log_max names the values and the way out
 --- http_config
-throttle_zone $http_x_key zone=z:1m rate=1r/m algorithm=sliding_log;
+throttle_zone $http_x_key zone=z:1m rate=2000r/s burst=5 algorithm=sliding_log;
 --- must_die
-invalid algorithm "algorithm=sliding_log" in "throttle_zone"
-not available in this version
+"throttle_zone" "z": rate=2000r/s burst=5 keeps 2005 timestamps per key, more than log_max=1000
+raise log_max= (up to 100000
+
+
+
+=== TEST 18a: log_max out of range
+--- http_config
+throttle_zone $http_x_key zone=z:1m rate=10r/s algorithm=sliding_log log_max=100001;
+--- must_die
+invalid parameter "log_max=100001" in "throttle_zone": use a number from 1 to 100000
+
+
+
+=== TEST 18b: log_max=0
+--- http_config
+throttle_zone $http_x_key zone=z:1m rate=10r/s algorithm=sliding_log log_max=0;
+--- must_die
+invalid parameter "log_max=0" in "throttle_zone"
+
+
+
+=== TEST 18c: log_max not a number
+--- http_config
+throttle_zone $http_x_key zone=z:1m rate=10r/s algorithm=sliding_log log_max=1k;
+--- must_die
+invalid parameter "log_max=1k" in "throttle_zone"
 
 
 

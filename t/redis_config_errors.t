@@ -172,6 +172,15 @@ invalid parameter "sync_interval=5ms" in "throttle_zone": use a time from 10ms t
 
 
 
+=== TEST 20a: a sliding_log cannot sync=async
+--- http_config
+throttle_redis main server=127.0.0.1:6379;
+throttle_zone $http_x_key zone=z:1m rate=1r/m algorithm=sliding_log redis=main sync=async;
+--- must_die
+"throttle_zone" "z": "algorithm=sliding_log" cannot "sync=async"; use sync=strict, or sliding_window
+
+
+
 === TEST 21: sync=bogus
 --- http_config
 throttle_redis main server=127.0.0.1:6379;
