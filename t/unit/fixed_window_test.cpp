@@ -1,71 +1,25 @@
 // fixed_window against hand-worked sequences and, over long random
 // timelines, against a reference model that keeps a count per window index.
 #include "throttle/policy.hpp"
+#include "window_test_support.hpp"
 
 #include <gtest/gtest.h>
 
 #include <map>
-#include <optional>
-#include <random>
 
 namespace throttle {
 namespace {
 
-constexpr int64_t kMs = 1000;
-constexpr int64_t kSecond = 1'000'000;
-// A whole number of days since the epoch: every window starts on it.
-constexpr int64_t kEpoch = 1'700'006'400'000'000;
-// Fractions of a window that divide every window (1 s .. 1 day).
-constexpr int64_t kGrainDivisors[] = {2, 4, 5, 10, 20, 25, 100, 1000};
+using namespace testing_support;
 
 Policy
 policy(int64_t count, int64_t period_us, int64_t burst)
 {
-    auto p =
-        make_policy(Algorithm::fixed_window, Rate{count, period_us}, burst);
-    EXPECT_TRUE(p) << p.error;
-    return *p.value;
+    return make_test_policy(Algorithm::fixed_window, count, period_us, burst);
 }
 
-// One key held the way a zone holds it: state plus expiry.
-struct Slot {
-    std::optional<KeyState> state;
-    int64_t                 expire_at_us = 0;
-
-    Decision hit(const Policy &p, int64_t now, int64_t cost)
-    {
-        const bool live = state && now < expire_at_us;
-        Decision   d = decide(p, live ? &*state : nullptr, now, cost);
-        if (d.store) {
-            state = d.state;
-            expire_at_us = d.expire_at_us;
-        }
-        return d;
-    }
-};
-
-struct Step {
-    int64_t now_ms, cost;
-    bool    limited;
-    int64_t remaining, reset_after_ms, retry_after_ms;
-};
-
-void
-run(const Policy &p, Slot &slot, const Step *steps, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        const Step &s = steps[i];
-        SCOPED_TRACE(testing::Message() << "step " << i << " t=" << s.now_ms
-                                        << "ms cost=" << s.cost);
-        ThrottleResult r = slot.hit(p, kEpoch + s.now_ms * kMs, s.cost).result;
-        EXPECT_EQ(r.limited, s.limited);
-        EXPECT_EQ(r.limit, p.limit());
-        EXPECT_EQ(r.remaining, s.remaining);
-        EXPECT_EQ(r.reset_after_us, s.reset_after_ms * kMs);
-        EXPECT_EQ(r.retry_after_us,
-                  s.retry_after_ms < 0 ? -1 : s.retry_after_ms * kMs);
-    }
-}
+// decide() hands back the state to store.
+using Slot = StoredSlot;
 
 TEST(FixedWindow, FivePerSecondTheSixthWaitsForTheWindowEnd)
 {
@@ -219,113 +173,27 @@ struct ReferenceFixedWindow {
     }
 };
 
-int64_t
-uniform(std::mt19937_64 &rng, int64_t lo, int64_t hi)
-{
-    return lo
-        + static_cast<int64_t>(rng() % static_cast<uint64_t>(hi - lo + 1));
-}
-
 TEST(FixedWindow, MatchesReferenceOverRandomTimelines)
 {
-    std::mt19937_64 rng(51);
-    const int64_t   periods[] = {kSecond, 60 * kSecond, 3600 * kSecond,
-                                 86'400 * kSecond};
-    int64_t         steps = 0;
+    RandomTimelines t(Algorithm::fixed_window, 51,
+                      {5, 100, 100'000, kMaxSlidingWindowLimit});
     int64_t         rejected = 0;
-    for (int round = 0; round < 400; round++) {
-        const int64_t period = periods[rng() % 4];
-        int64_t       count;
-        switch (rng() % 4) {
-        case 0:
-            count = uniform(rng, 1, 5);
-            break;
-        case 1:
-            count = uniform(rng, 1, 100);
-            break;
-        case 2:
-            count = uniform(rng, 1, 100'000);
-            break;
-        default:
-            count = uniform(rng, 1, kMaxSlidingWindowLimit);
-            break;
-        }
-        const int64_t burst =
-            rng() % 2 ? 0 : uniform(rng, 0, std::min(count, kMaxBurst));
-        const Policy  p = policy(count, period, burst);
-        const int64_t limit = p.limit();
-        // Costs up to 1, a tenth of the limit or all of it; gaps so that the
-        // load is a half to four times the limit.
-        const int64_t max_cost =
-            std::max<int64_t>(1, rng() % 3 == 0 ? 1 : limit / (1 + rng() % 10));
-        const int64_t load = 1 + static_cast<int64_t>(rng() % 4);
-        const int64_t mean_gap = std::max<int64_t>(
-            1,
-            static_cast<int64_t>(
-                static_cast<double>(period) * static_cast<double>(max_cost)
-                / (static_cast<double>(limit) * static_cast<double>(load))));
-
-        ReferenceFixedWindow ref{period, limit, {}};
+    while (t.next_round()) {
+        ReferenceFixedWindow ref{t.period(), t.limit(), {}};
         Slot                 slot;
-        // Half the timelines keep to a grid of a fraction of the window:
-        // requests then land exactly on window starts and on expiries, and
-        // weights come out as whole numbers, where rounding shows.
-        const int64_t grain = rng() % 2
-            ? 1
-            : period / kGrainDivisors[rng() % std::size(kGrainDivisors)];
-        int64_t       now =
-            kEpoch + grain * uniform(rng, 0, 100 * 86'400 * kSecond / grain);
-        for (int step = 0; step < 3000; step++, steps++) {
-            switch (rng() % 16) {
-            case 0:
-                break; // the same microsecond
-            case 1:
-                now += grain * uniform(rng, 0, period * 5 / 2 / grain);
-                break;
-            default:
-                now += grain
-                    * uniform(rng, 0, std::max<int64_t>(1, mean_gap / grain));
-                break;
-            }
-            int64_t cost;
-            switch (rng() % 32) {
-            case 0:
-                cost = 0;
-                break;
-            case 1:
-                cost = limit + uniform(rng, 1, 3);
-                break;
-            case 2:
-                cost = limit;
-                break;
-            default:
-                cost = uniform(rng, 1, max_cost);
-                break;
-            }
-            // Built only for a failure: a trace per step would cost more
-            // than the step.
-            auto where = [&] {
-                return testing::Message()
-                    << "round " << round << " step " << step << " now " << now
-                    << " cost " << cost << " limit " << limit << " window "
-                    << period;
-            };
-            const ThrottleResult want = ref.hit(now, cost);
-            const Decision       got = slot.hit(p, now, cost);
-            ASSERT_EQ(got.result.limited, want.limited) << where();
-            ASSERT_EQ(got.result.limit, want.limit) << where();
-            ASSERT_EQ(got.result.remaining, want.remaining) << where();
-            ASSERT_EQ(got.result.reset_after_us, want.reset_after_us)
-                << where();
+        while (t.next_step()) {
+            const ThrottleResult want = ref.hit(t.now(), t.cost());
+            const Decision       got = slot.hit(t.policy(), t.now(), t.cost());
+            ASSERT_NO_FATAL_FAILURE(assert_same_result(got.result, want, t));
             ASSERT_EQ(got.result.retry_after_us, want.retry_after_us)
-                << where();
-            ASSERT_EQ(got.store, !want.limited) << where();
+                << t.where();
+            ASSERT_EQ(got.store, !want.limited) << t.where();
             rejected += want.limited ? 1 : 0;
         }
     }
     // Both outcomes were exercised, not just one.
-    EXPECT_GT(rejected, steps / 10);
-    EXPECT_LT(rejected, steps * 9 / 10);
+    EXPECT_GT(rejected, t.steps() / 10);
+    EXPECT_LT(rejected, t.steps() * 9 / 10);
 }
 
 } // namespace

@@ -2,72 +2,26 @@
 // timelines, against a reference model that keeps every admitted request
 // and searches for the retry time instead of solving for it.
 #include "throttle/policy.hpp"
+#include "window_test_support.hpp"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <optional>
-#include <random>
 #include <vector>
 
 namespace throttle {
 namespace {
 
-constexpr int64_t kMs = 1000;
-constexpr int64_t kSecond = 1'000'000;
-// A whole number of days since the epoch: every window starts on it.
-constexpr int64_t kEpoch = 1'700'006'400'000'000;
-// Fractions of a window that divide every window (1 s .. 1 day).
-constexpr int64_t kGrainDivisors[] = {2, 4, 5, 10, 20, 25, 100, 1000};
+using namespace testing_support;
 
 Policy
 policy(int64_t count, int64_t period_us, int64_t burst)
 {
-    auto p =
-        make_policy(Algorithm::sliding_window, Rate{count, period_us}, burst);
-    EXPECT_TRUE(p) << p.error;
-    return *p.value;
+    return make_test_policy(Algorithm::sliding_window, count, period_us, burst);
 }
 
-// One key held the way a zone holds it: state plus expiry.
-struct Slot {
-    std::optional<KeyState> state;
-    int64_t                 expire_at_us = 0;
-
-    Decision hit(const Policy &p, int64_t now, int64_t cost)
-    {
-        const bool live = state && now < expire_at_us;
-        Decision   d = decide(p, live ? &*state : nullptr, now, cost);
-        if (d.store) {
-            state = d.state;
-            expire_at_us = d.expire_at_us;
-        }
-        return d;
-    }
-};
-
-struct Step {
-    int64_t now_ms, cost;
-    bool    limited;
-    int64_t remaining, reset_after_ms, retry_after_ms;
-};
-
-void
-run(const Policy &p, Slot &slot, const Step *steps, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        const Step &s = steps[i];
-        SCOPED_TRACE(testing::Message() << "step " << i << " t=" << s.now_ms
-                                        << "ms cost=" << s.cost);
-        ThrottleResult r = slot.hit(p, kEpoch + s.now_ms * kMs, s.cost).result;
-        EXPECT_EQ(r.limited, s.limited);
-        EXPECT_EQ(r.limit, p.limit());
-        EXPECT_EQ(r.remaining, s.remaining);
-        EXPECT_EQ(r.reset_after_us, s.reset_after_ms * kMs);
-        EXPECT_EQ(r.retry_after_us,
-                  s.retry_after_ms < 0 ? -1 : s.retry_after_ms * kMs);
-    }
-}
+// decide() hands back the state to store.
+using Slot = StoredSlot;
 
 KeyState
 packed(int64_t start, int64_t prev, int64_t cur)
@@ -431,124 +385,42 @@ struct ReferenceSlidingWindow {
     }
 };
 
-int64_t
-uniform(std::mt19937_64 &rng, int64_t lo, int64_t hi)
-{
-    return lo
-        + static_cast<int64_t>(rng() % static_cast<uint64_t>(hi - lo + 1));
-}
-
 TEST(SlidingWindow, MatchesReferenceOverRandomTimelines)
 {
-    std::mt19937_64 rng(52);
-    const int64_t   periods[] = {kSecond, 60 * kSecond, 3600 * kSecond,
-                                 86'400 * kSecond};
-    int64_t         steps = 0;
+    RandomTimelines t(Algorithm::sliding_window, 52,
+                      {5, 100, 100'000, kMaxSlidingWindowLimit / 2});
     int64_t         rejected = 0;
     int64_t         retries_in_next_window = 0;
     int64_t         rounded_early = 0;
-    for (int round = 0; round < 400; round++) {
-        const int64_t period = periods[rng() % 4];
-        int64_t       count;
-        switch (rng() % 4) {
-        case 0:
-            count = uniform(rng, 1, 5);
-            break;
-        case 1:
-            count = uniform(rng, 1, 100);
-            break;
-        case 2:
-            count = uniform(rng, 1, 100'000);
-            break;
-        default:
-            count = uniform(rng, 1, kMaxSlidingWindowLimit / 2);
-            break;
-        }
-        const int64_t burst =
-            rng() % 2 ? 0 : uniform(rng, 0, std::min(count, kMaxBurst));
-        const Policy  p = policy(count, period, burst);
-        const int64_t limit = p.limit();
-        const int64_t max_cost =
-            std::max<int64_t>(1, rng() % 3 == 0 ? 1 : limit / (1 + rng() % 10));
-        const int64_t load = 1 + static_cast<int64_t>(rng() % 4);
-        const int64_t mean_gap = std::max<int64_t>(
-            1,
-            static_cast<int64_t>(
-                static_cast<double>(period) * static_cast<double>(max_cost)
-                / (static_cast<double>(limit) * static_cast<double>(load))));
-
-        ReferenceSlidingWindow ref{period, limit, {}, {}};
+    while (t.next_round()) {
+        ReferenceSlidingWindow ref{t.period(), t.limit(), {}, {}};
         Slot                   slot;
-        // Half the timelines keep to a grid of a fraction of the window:
-        // requests then land exactly on window starts and on expiries, and
-        // weights come out as whole numbers, where rounding shows.
-        const int64_t grain = rng() % 2
-            ? 1
-            : period / kGrainDivisors[rng() % std::size(kGrainDivisors)];
-        int64_t       now =
-            kEpoch + grain * uniform(rng, 0, 100 * 86'400 * kSecond / grain);
-        for (int step = 0; step < 3000; step++, steps++) {
-            switch (rng() % 16) {
-            case 0:
-                break;
-            case 1:
-                now += grain * uniform(rng, 0, period * 5 / 2 / grain);
-                break;
-            default:
-                now += grain
-                    * uniform(rng, 0, std::max<int64_t>(1, mean_gap / grain));
-                break;
-            }
-            int64_t cost;
-            switch (rng() % 32) {
-            case 0:
-                cost = 0;
-                break;
-            case 1:
-                cost = limit + uniform(rng, 1, 3);
-                break;
-            case 2:
-                cost = limit;
-                break;
-            default:
-                cost = uniform(rng, 1, max_cost);
-                break;
-            }
-            // Built only for a failure: a trace per step would cost more
-            // than the step.
-            auto where = [&] {
-                return testing::Message()
-                    << "round " << round << " step " << step << " now " << now
-                    << " cost " << cost << " limit " << limit << " window "
-                    << period;
-            };
+        while (t.next_step()) {
+            const int64_t        now = t.now();
+            const int64_t        cost = t.cost();
             const ThrottleResult want = ref.hit(now, cost);
-            const Decision       got = slot.hit(p, now, cost);
-            ASSERT_EQ(got.result.limited, want.limited) << where();
-            ASSERT_EQ(got.result.limit, want.limit) << where();
-            ASSERT_EQ(got.result.remaining, want.remaining) << where();
-            ASSERT_EQ(got.result.reset_after_us, want.reset_after_us)
-                << where();
+            const Decision       got = slot.hit(t.policy(), now, cost);
+            ASSERT_NO_FATAL_FAILURE(assert_same_result(got.result, want, t));
             if (got.result.retry_after_us != want.retry_after_us) {
                 ASSERT_EQ(got.result.retry_after_us, want.retry_after_us - 1)
-                    << where();
+                    << t.where();
                 ASSERT_TRUE(
                     ref.rounds_to_fit(now + got.result.retry_after_us, cost))
-                    << where();
+                    << t.where();
                 rounded_early++;
             }
-            ASSERT_EQ(got.store, !want.limited) << where();
+            ASSERT_EQ(got.store, !want.limited) << t.where();
             rejected += want.limited ? 1 : 0;
-            const int64_t start = now / period * period;
+            const int64_t start = now / t.period() * t.period();
             retries_in_next_window +=
-                now + want.retry_after_us >= start + period ? 1 : 0;
+                now + want.retry_after_us >= start + t.period() ? 1 : 0;
         }
     }
-    EXPECT_GT(rejected, steps / 10);
-    EXPECT_LT(rejected, steps * 9 / 10);
+    EXPECT_GT(rejected, t.steps() / 10);
+    EXPECT_LT(rejected, t.steps() * 9 / 10);
     EXPECT_GT(retries_in_next_window, rejected / 10);
     EXPECT_LT(retries_in_next_window, rejected * 9 / 10);
-    EXPECT_LE(rounded_early, steps / 100'000);
+    EXPECT_LE(rounded_early, t.steps() / 100'000);
 }
 
 } // namespace
