@@ -38,7 +38,8 @@ for i, key in ipairs(KEYS) do
         n = n + cur
         redis.call('HSET', key, 'w', string.format('%d', start), 'n',
                    string.format('%d', n))
-        redis.call('PEXPIRE', key, math.ceil((start + w - now) / 1000))
+        redis.call('PEXPIRE', key,
+                   string.format('%d', math.ceil((start + w - now) / 1000)))
     end
 
     out[i + 1] = n

@@ -47,8 +47,8 @@ else
         ttl = new_tat - now
         if ttl > 0 then
             -- the key expires when it is the same as a fresh one
-            redis.call('SET', KEYS[1], string.format('%.0f', new_tat),
-                       'PX', math.ceil(ttl / 1000))
+            redis.call('SET', KEYS[1], string.format('%d', new_tat),
+                       'PX', string.format('%d', math.ceil(ttl / 1000)))
         else
             redis.call('DEL', KEYS[1])
         end

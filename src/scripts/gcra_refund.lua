@@ -21,6 +21,6 @@ if new_tat <= now then
     return 0
 end
 
-redis.call('SET', KEYS[1], string.format('%.0f', new_tat), 'PX',
-           math.ceil((new_tat - now) / 1000))
+redis.call('SET', KEYS[1], string.format('%d', new_tat), 'PX',
+           string.format('%d', math.ceil((new_tat - now) / 1000)))
 return new_tat - now

@@ -23,14 +23,15 @@ local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
 local ttls = {}
 
 local function store(key, tat, nx)
+    -- integers as strings: a number argument would go through %.14g
+    local px = string.format('%d', math.ceil((tat + grace - now) / 1000))
     if nx then
         -- one call for a key Redis does not have yet (most keys of a crawl):
         -- sets it, or leaves it and says what it holds
-        return redis.call('SET', key, string.format('%d', tat), 'PX',
-                          math.ceil((tat + grace - now) / 1000), 'NX', 'GET')
+        return redis.call('SET', key, string.format('%d', tat), 'PX', px,
+                          'NX', 'GET')
     end
-    return redis.call('SET', key, string.format('%d', tat), 'PX',
-                      math.ceil((tat + grace - now) / 1000))
+    return redis.call('SET', key, string.format('%d', tat), 'PX', px)
 end
 
 for i, key in ipairs(KEYS) do

@@ -53,7 +53,8 @@ for i, key in ipairs(KEYS) do
     if added then
         redis.call('HSET', key, 'w', string.format('%d', start), 'p',
                    string.format('%d', p), 'c', string.format('%d', c))
-        redis.call('PEXPIRE', key, math.ceil((start + 2 * w - now) / 1000))
+        redis.call('PEXPIRE', key, string.format('%d',
+                   math.ceil((start + 2 * w - now) / 1000)))
     end
 
     out[2 * i] = p
