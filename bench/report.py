@@ -12,7 +12,9 @@ BASELINE = "none"
 ORDER = ["none", "limit_req", "throttle_pass", "throttle_pass_noheaders",
          "strict_pass", "throttle_reject", "strict_reject",
          "throttle_pass_hot", "async_pass_hot", "throttle_pass_distinct",
-         "async_pass_distinct"]
+         "async_pass_distinct", "fixed_window_pass", "sliding_window_pass",
+         "sliding_log_pass", "strict_fixed_window_pass",
+         "strict_sliding_window_pass", "strict_sliding_log_pass"]
 NOTES = {
     "none": "static file, no limiting",
     "limit_req": "limit_req, always passes (burst, nodelay)",
@@ -28,7 +30,25 @@ NOTES = {
                       "every 100ms)",
     "throttle_pass_distinct": "as throttle_pass_hot with %(distinct)s keys",
     "async_pass_distinct": "as throttle_pass_distinct, async mode",
+    "fixed_window_pass": "as throttle_pass, algorithm=fixed_window",
+    "sliding_window_pass": "as throttle_pass, algorithm=sliding_window",
+    "sliding_log_pass": "as throttle_pass, algorithm=sliding_log "
+                        "(100,000 timestamps a key)",
+    "strict_fixed_window_pass": "as strict_pass, algorithm=fixed_window",
+    "strict_sliding_window_pass": "as strict_pass, algorithm=sliding_window",
+    "strict_sliding_log_pass": "as strict_pass, algorithm=sliding_log "
+                               "(a sorted set of 100,000 members)",
 }
+# Every algorithm against GCRA in the same mode (issue 5's target)
+ALGORITHM_PAIRS = [
+    ("fixed_window_pass", "throttle_pass"),
+    ("sliding_window_pass", "throttle_pass"),
+    ("sliding_log_pass", "throttle_pass"),
+    ("strict_fixed_window_pass", "strict_pass"),
+    ("strict_sliding_window_pass", "strict_pass"),
+    ("strict_sliding_log_pass", "strict_pass"),
+]
+ALGORITHM_RATIO = 0.9
 # (numerator, denominator, what it tells)
 PAIRS = [
     ("throttle_pass", "limit_req", "throttle vs limit_req, both passing"),
@@ -43,6 +63,15 @@ PAIRS = [
      "async vs local mode, hot keys, same requests"),
     ("async_pass_distinct", "throttle_pass_distinct",
      "async vs local mode, distinct keys, same requests"),
+    ("fixed_window_pass", "throttle_pass", "fixed_window vs gcra, local"),
+    ("sliding_window_pass", "throttle_pass",
+     "sliding_window vs gcra, local"),
+    ("sliding_log_pass", "throttle_pass", "sliding_log vs gcra, local"),
+    ("strict_fixed_window_pass", "strict_pass",
+     "fixed_window vs gcra, strict"),
+    ("strict_sliding_window_pass", "strict_pass",
+     "sliding_window vs gcra, strict"),
+    ("strict_sliding_log_pass", "strict_pass", "sliding_log vs gcra, strict"),
     ("async_pass_hot", "throttle_pass",
      "async (hot keys, wrk Lua script) vs local (one key, no script)"),
     ("async_pass_distinct", "throttle_pass",
@@ -261,6 +290,24 @@ def async_targets(runs, duration):
     return out
 
 
+def algorithm_targets(runs):
+    """Issue 5's target: every algorithm at least 0.9 x GCRA's throughput
+    in the same mode, one sentence each."""
+    out = []
+    for num, den in ALGORITHM_PAIRS:
+        x = ratio(runs, num, den)
+        if x is None:
+            continue
+        out.append("%s / %s = %.3f (rounds: %s), target >= %.1f: %s"
+                   % (num, den, x, round_ratios(runs, num, den),
+                      ALGORITHM_RATIO, met(x >= ALGORITHM_RATIO)))
+        non2xx = sum(r["non2xx"] for r in runs[num].values())
+        if non2xx:
+            out.append("%s: %d non-2xx (always passing), target 0: NOT met"
+                       % (num, non2xx))
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", required=True)
@@ -320,6 +367,7 @@ def main():
 
     targets = strict_targets(runs, args.connections)
     atargets = async_targets(runs, args.duration)
+    algtargets = algorithm_targets(runs)
 
     dens = []
     if args.density:
@@ -359,6 +407,10 @@ def main():
         print()
         print("Async mode targets:")
         print("\n".join("  " + t for t in atargets))
+    if algtargets:
+        print()
+        print("Algorithm targets (each against GCRA in the same mode):")
+        print("\n".join("  " + t for t in algtargets))
     if dens_rows:
         print()
         print(dens_txt)
@@ -379,6 +431,10 @@ def main():
             f.write("Async mode targets (2 CPUs shared by wrk, nginx and "
                     "Redis):\n\n")
             f.write("\n".join("- " + t for t in atargets) + "\n\n")
+        if algtargets:
+            f.write("Algorithm targets (each against GCRA in the same "
+                    "mode):\n\n")
+            f.write("\n".join("- " + t for t in algtargets) + "\n\n")
         if dens_rows:
             f.write("### Keys per MiB of zone\n\n")
             f.write(dens_md + "\n\n")

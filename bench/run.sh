@@ -64,7 +64,10 @@ REDIS_DIR=$OUT/redis
 
 ALL_CONFIGS="none limit_req throttle_pass throttle_pass_noheaders strict_pass
     throttle_reject strict_reject throttle_pass_hot async_pass_hot
-    throttle_pass_distinct async_pass_distinct"
+    throttle_pass_distinct async_pass_distinct
+    fixed_window_pass sliding_window_pass sliding_log_pass
+    strict_fixed_window_pass strict_sliding_window_pass
+    strict_sliding_log_pass"
 read -r -a CONFIGS <<<"$(echo ${BENCH_CONFIGS:-$ALL_CONFIGS})"
 
 die() { echo "bench: $*" >&2; exit 1; }
@@ -144,7 +147,9 @@ REDIS_VERSION=$(rcli INFO server | tr -d '\r' \
 # Reads Redis's counters into RC_TOTAL (commands processed, from INFO
 # stats: commands run inside scripts included), RC_INFO (INFO calls),
 # RC_SCRIPTS (EVALSHA + EVAL calls), RC_NESTED (calls of the commands
-# gcra.lua and gcra_sync.lua run: TIME, GET, SET, DEL) and RC_GETS (GET
+# scripts run: TIME, GET, SET, DEL; the window algorithms' HMGET, HSET,
+# HINCRBY, PEXPIRE; sliding_log's ZREMRANGEBYSCORE, ZCARD, ZADD, ZRANGE,
+# ZREM) and RC_GETS (GET
 # calls: one per key in a sync script), from INFO commandstats. INFO does
 # not count itself in the figures it reports, so the INFO calls between two
 # readings are the difference of RC_INFO.
@@ -157,7 +162,7 @@ redis_counters() {
             $1 == "total_commands_processed"        { total = $2 }
             $1 == "cmdstat_info"                     { info = $3 }
             $1 == "cmdstat_evalsha" || $1 == "cmdstat_eval" { scripts += $3 }
-            $1 ~ /^cmdstat_(time|get|set|del)$/     { nested += $3 }
+            $1 ~ /^cmdstat_(time|get|set|del|hmget|hset|hincrby|pexpire|zremrangebyscore|zcard|zadd|zrange|zrem)$/ { nested += $3 }
             $1 == "cmdstat_get"                      { gets = $3 }
             END { printf "%s %d %d %d %d\n", total, info, scripts, nested, gets }')
     [[ $RC_TOTAL =~ ^[0-9]+$ ]] || die "no total_commands_processed in INFO stats"
@@ -219,7 +224,10 @@ check() {
     [ "$got" = "$want" ] || die "/$path answered $got, expected $want"
 }
 for c in none limit_req throttle_pass throttle_pass_noheaders \
-         "throttle_pass_hot?k=1" "throttle_pass_distinct?k=1"; do
+         "throttle_pass_hot?k=1" "throttle_pass_distinct?k=1" \
+         fixed_window_pass sliding_window_pass sliding_log_pass \
+         strict_fixed_window_pass strict_sliding_window_pass \
+         strict_sliding_log_pass; do
     check "$c" 200
 done
 check throttle_reject 200   # the one request a day
