@@ -11,8 +11,10 @@
 #
 # Environment (defaults in brackets):
 #   NGINX_BIN [/usr/sbin/nginx]  MODULE [build/ngx_http_throttle_module.so]
-#   BENCH_ROUNDS [3]       rounds; each runs every configuration once
-#   BENCH_DURATION [5]     seconds per wrk run
+#   BENCH_ROUNDS [5]       rounds; each runs every configuration once (the
+#                          per-round ratios of this 2-core machine spread
+#                          by 10-20%: the median of 5 holds still better)
+#   BENCH_DURATION [4]     seconds per wrk run
 #   BENCH_THREADS [1]      wrk threads
 #   BENCH_CONNECTIONS [32] wrk connections
 #   BENCH_WORKERS [auto]   nginx worker_processes
@@ -39,8 +41,8 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BENCH=$ROOT/bench
 NGINX_BIN=${NGINX_BIN:-/usr/sbin/nginx}
 MODULE=${MODULE:-$ROOT/build/ngx_http_throttle_module.so}
-ROUNDS=${BENCH_ROUNDS:-3}
-DURATION=${BENCH_DURATION:-5}
+ROUNDS=${BENCH_ROUNDS:-5}
+DURATION=${BENCH_DURATION:-4}
 THREADS=${BENCH_THREADS:-1}
 CONNECTIONS=${BENCH_CONNECTIONS:-32}
 WORKERS=${BENCH_WORKERS:-auto}
