@@ -20,6 +20,9 @@
 #   BENCH_WORKERS [auto]   nginx worker_processes
 #   BENCH_NGINX_CPUS []    nginx worker_cpu_affinity (e.g. "auto", "01")
 #   BENCH_WRK_CPUS []      CPUs to pin wrk to with taskset (e.g. "1")
+#   BENCH_REDIS_CPUS []    CPUs to pin Redis to with taskset: with nginx and
+#                          wrk on the others, the Redis-backed rows show
+#                          nginx's own cost, as with Redis on another host
 #   BENCH_CONFIGS [all]    the configurations to run, by name (e.g.
 #                          "throttle_pass_distinct async_pass_distinct")
 #   BENCH_DENSITY [1m 4m]  zone sizes for the keys-per-MiB probe ("" skips)
@@ -54,6 +57,9 @@ NGINX_CPUS=${BENCH_NGINX_CPUS-}
 WRK_CPUS=${BENCH_WRK_CPUS-}
 WRK_PIN=
 [ -n "$WRK_CPUS" ] && WRK_PIN="taskset -c $WRK_CPUS"
+REDIS_CPUS=${BENCH_REDIS_CPUS-}
+REDIS_PIN=
+[ -n "$REDIS_CPUS" ] && REDIS_PIN="taskset -c $REDIS_CPUS"
 REDIS_SERVER=${REDIS_SERVER:-redis-server}
 REDIS_CLI=${REDIS_CLI:-redis-cli}
 
@@ -132,7 +138,7 @@ REDIS_PORT=$(free_port)
 rcli() {
     "$REDIS_CLI" -h 127.0.0.1 -p "$REDIS_PORT" "$@"
 }
-"$REDIS_SERVER" --bind 127.0.0.1 --port "$REDIS_PORT" --save '' \
+$REDIS_PIN "$REDIS_SERVER" --bind 127.0.0.1 --port "$REDIS_PORT" --save '' \
     --appendonly no --daemonize no --dir "$REDIS_DIR" \
     --logfile "$REDIS_DIR/redis.log" </dev/null >"$REDIS_DIR/redis.out" 2>&1 &
 REDIS_PID=$!
