@@ -22,7 +22,8 @@ struct ThrottleResult {
 constexpr int64_t
 ceil_seconds(int64_t us) noexcept
 {
-    return us <= 0 ? 0 : (us + 999'999) / 1'000'000;
+    // (no "+ 999'999": that would overflow near INT64_MAX)
+    return us <= 0 ? 0 : us / 1'000'000 + (us % 1'000'000 != 0);
 }
 
 } // namespace throttle
