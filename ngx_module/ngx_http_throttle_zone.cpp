@@ -425,6 +425,45 @@ ngx_http_throttle_mark_dirty(ngx_http_throttle_zone_t *zone,
     tn->sync_rounds = 2;
 }
 
+/* A reload made an async zone local or strict: nothing will sync its keys
+ * any more, and a key still due a sync would never expire. Their unsent
+ * units are let go, and said so. (The old workers may still be finishing a
+ * sync: hence the lock.) */
+static void
+ngx_http_throttle_forget_syncs(ngx_http_throttle_zone_t *zone,
+                               ngx_log_t                *log) noexcept
+{
+    ngx_queue_t              *q;
+    ngx_uint_t                keys = 0;
+    int64_t                   units = 0;
+    ngx_http_throttle_node_t *tn;
+
+    ngx_shmtx_lock(&zone->shpool->mutex);
+
+    while (!ngx_queue_empty(&zone->sh->dirty)) {
+        q = ngx_queue_head(&zone->sh->dirty);
+        tn = ngx_queue_data(q, ngx_http_throttle_node_t, dirty);
+        ngx_queue_remove(q);
+
+        units += ngx_http_throttle_pending_units(zone, tn->pending);
+        keys += tn->pending ? 1 : 0;
+        tn->pending = 0;
+        tn->pending_since = 0;
+        tn->sync_rounds = 0;
+    }
+
+    zone->sh->flusher = 0;
+
+    ngx_shmtx_unlock(&zone->shpool->mutex);
+
+    if (units) {
+        ngx_log_error(NGX_LOG_NOTICE, log, 0,
+                      "throttle_zone \"%V\" no longer syncs with Redis: %L "
+                      "units of %ui keys not synced yet are let go",
+                      &zone->name, units, keys);
+    }
+}
+
 ngx_int_t
 ngx_http_throttle_init_zone(ngx_shm_zone_t *shm_zone, void *data) noexcept
 {
@@ -497,6 +536,13 @@ ngx_http_throttle_init_zone(ngx_shm_zone_t *shm_zone, void *data) noexcept
 
         zone->sh = ozone->sh;
         zone->shpool = ozone->shpool;
+
+        if (ozone->sync == NGX_HTTP_THROTTLE_SYNC_ASYNC
+            && zone->sync != NGX_HTTP_THROTTLE_SYNC_ASYNC)
+        {
+            ngx_http_throttle_forget_syncs(zone, shm_zone->shm.log);
+        }
+
         return NGX_OK;
     }
 

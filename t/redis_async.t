@@ -835,6 +835,45 @@ cannot sync with Redis
 
 
 
+=== TEST 6a: reload from async to local: the keys keep their state; units Redis never got are let go, said once; nothing syncs any more
+--- redis
+closed
+--- http_config
+throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT timeout=50ms;
+throttle_zone $http_x_key zone=z:1m rate=1r/m burst=9 redis=main sync=async sync_interval=20ms;
+--- config
+add_header X-Gen 1 always;
+location / {
+    throttle zone=z;
+}
+--- requests
+GET /a.txt x3 => 200
+  > X-Key: k
+GET /a.txt => 200
+  > X-Key: j
+# Redis cannot be reached: the units stay pending in the zone
+sleep 0.3
+--- reload_http_config
+throttle_zone $http_x_key zone=z:1m rate=1r/m burst=9;
+--- reload_config
+add_header X-Gen 2 always;
+location / {
+    throttle zone=z;
+}
+--- requests_after_reload
+GET /a.txt => 200
+  > X-Key: k
+  X-Gen: 2
+  RateLimit ~ ^"z";r=6;t=(239|240)$
+sleep 0.3
+--- error_log
+cannot sync with Redis
+~ no longer syncs with Redis: 4 units of 2 keys not synced yet are let go
+--- no_error_log
+[emerg]
+
+
+
 === TEST 7: a key idle past its expiry is gone from Redis (its own expiry) and from the zone (the next request is fresh)
 --- redis
 redis
