@@ -117,17 +117,7 @@ chmod 755 "$OUT"
 
 REDIS_PORT=$(free_port)
 rcli() { "$REDIS_CLI" -h 127.0.0.1 -p "$REDIS_PORT" "$@"; }
-"$REDIS_SERVER" --bind 127.0.0.1 --port "$REDIS_PORT" --save '' \
-    --appendonly no --daemonize no --dir "$REDIS_DIR" \
-    --logfile "$REDIS_DIR/redis.log" </dev/null >"$REDIS_DIR/redis.out" 2>&1 &
-REDIS_PID=$!
-for i in $(seq 50); do
-    [ "$(rcli PING 2>/dev/null)" = PONG ] && break
-    kill -0 "$REDIS_PID" 2>/dev/null \
-        || die "redis-server exited; see $REDIS_DIR/redis.log, redis.out"
-    [ "$i" -eq 50 ] && die "redis-server did not answer; see $REDIS_DIR/redis.log"
-    sleep 0.1
-done
+start_redis
 REDIS_VERSION=$(rcli INFO server | tr -d '\r' | awk -F: '$1 == "redis_version" { print $2 }')
 
 # EVALSHA + EVAL calls Redis has run so far (INFO commandstats).

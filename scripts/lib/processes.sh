@@ -1,6 +1,7 @@
 # Shell helpers shared by bench/run.sh and scripts/accuracy.sh: loopback
-# ports, and stopping the nginx and redis-server those scripts start.
-# Needs $PYTHON; stop_redis stops the process in $REDIS_PID.
+# ports, and starting and stopping the nginx and redis-server those scripts
+# run. Needs $PYTHON, die and rcli (redis-cli on $REDIS_PORT) from the
+# caller; start_redis sets $REDIS_PID, which stop_redis stops.
 
 # A free TCP port on loopback.
 free_port() {
@@ -20,6 +21,24 @@ stop_nginx() {
         sleep 0.05
     done
     rm -f "$pidfile"
+}
+
+# Starts $REDIS_SERVER on 127.0.0.1:$REDIS_PORT, without persistence, its
+# files in $REDIS_DIR, prefixed by the command in $REDIS_PIN if any (e.g.
+# taskset), and waits until it answers PING.
+start_redis() {
+    local i
+    ${REDIS_PIN-} "$REDIS_SERVER" --bind 127.0.0.1 --port "$REDIS_PORT" \
+        --save '' --appendonly no --daemonize no --dir "$REDIS_DIR" \
+        --logfile "$REDIS_DIR/redis.log" </dev/null >"$REDIS_DIR/redis.out" 2>&1 &
+    REDIS_PID=$!
+    for i in $(seq 50); do
+        [ "$(rcli PING 2>/dev/null)" = PONG ] && return 0
+        kill -0 "$REDIS_PID" 2>/dev/null \
+            || die "redis-server exited; see $REDIS_DIR/redis.log, redis.out"
+        sleep 0.1
+    done
+    die "redis-server did not answer; see $REDIS_DIR/redis.log"
 }
 
 # Stops the redis-server in $REDIS_PID, a child of the calling script.

@@ -10,7 +10,7 @@ fixed_window_decide(const WindowParams &params, const KeyState *current,
 {
     const int64_t w = params.window_us;
     const int64_t limit = params.limit;
-    const int64_t start = now_us - now_us % w;
+    const int64_t start = window_start(now_us, w);
     const int64_t end = start + w;
 
     // A counter of any other window (an older one, or a later one if the

@@ -79,7 +79,7 @@ sliding_window_decide(const WindowParams &params, const KeyState *current,
 {
     const int64_t w = params.window_us;
     const int64_t limit = params.limit;
-    const int64_t start = now_us - now_us % w;
+    const int64_t start = window_start(now_us, w);
     const int64_t elapsed = now_us - start;
 
     int64_t prev = 0;

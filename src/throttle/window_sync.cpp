@@ -1,5 +1,7 @@
 #include "throttle/window_sync.hpp"
 
+#include "throttle/windows.hpp"
+
 namespace throttle {
 
 namespace {
@@ -10,12 +12,6 @@ int64_t
 pack(int64_t prev, int64_t cur) noexcept
 {
     return (prev << 32) | cur;
-}
-
-int64_t
-window_start(int64_t t, int64_t window_us) noexcept
-{
-    return t - t % window_us;
 }
 
 } // namespace

@@ -20,6 +20,14 @@ struct WindowParams {
     int64_t limit;     // units per window: the rate's count + burst
 };
 
+// The start of the window `now_us` falls in: windows are aligned on
+// multiples of their length since the epoch.
+constexpr int64_t
+window_start(int64_t now_us, int64_t window_us) noexcept
+{
+    return now_us - now_us % window_us;
+}
+
 // The largest limit of a sliding_window zone: its two counters share a word.
 constexpr int64_t kMaxSlidingWindowLimit = (int64_t{1} << 31) - 1;
 
