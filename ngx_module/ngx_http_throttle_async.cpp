@@ -157,8 +157,7 @@ ngx_http_throttle_async_keep(ngx_http_throttle_async_flush_t *flush,
     ngx_http_throttle_node_t      *tn;
     ngx_http_throttle_async_key_t *k;
     ngx_http_throttle_zone_t      *zone = flush->zone;
-    const throttle::Policy        &policy = zone->policy;
-    throttle::WindowUnits          merged;
+    throttle::PendingUnits         merged;
 
     for (i = 0; i < n; i++) {
         k = &flush->keys[first + i];
@@ -166,7 +165,7 @@ ngx_http_throttle_async_keep(ngx_http_throttle_async_flush_t *flush,
 
         if (tn == NULL) {
             zone->sh->dropped_units +=
-                units ? ngx_http_throttle_pending_units(zone, k->units) : 0;
+                units ? throttle::pending_total(zone->policy, k->units) : 0;
             continue;
         }
 
@@ -175,21 +174,10 @@ ngx_http_throttle_async_keep(ngx_http_throttle_async_flush_t *flush,
             continue;
         }
 
-        if (ngx_http_throttle_async_gcra(zone)) {
-            if (k->units && (tn->pending == 0 || k->since < tn->pending_since))
-            {
-                tn->pending_since = k->since;
-            }
-
-            tn->pending += k->units;
-
-        } else {
-            merged = throttle::merge_window_units(
-                policy.algorithm, policy.window.window_us, {k->units, k->since},
-                {tn->pending, tn->pending_since});
-            tn->pending = merged.packed;
-            tn->pending_since = merged.since;
-        }
+        merged = throttle::merge_pending(zone->policy, {k->units, k->since},
+                                         {tn->pending, tn->pending_since});
+        tn->pending = merged.units;
+        tn->pending_since = merged.since;
 
         if (k->units || tn->sync_rounds) {
             ngx_http_throttle_mark_dirty(zone, tn);

@@ -114,17 +114,6 @@ ngx_http_throttle_now(const ngx_http_throttle_zone_t *zone)
                                      : throttle::monotonic_now_us();
 }
 
-/* Async mode: how many units a node's "pending" word holds (the window
- * counters pack two counts into it: throttle/window_sync.hpp). */
-static inline int64_t
-ngx_http_throttle_pending_units(const ngx_http_throttle_zone_t *zone,
-                                int64_t                         pending)
-{
-    return zone->policy.algorithm == throttle::Algorithm::gcra
-        ? pending
-        : throttle::window_units_total(pending);
-}
-
 /* Strict zones are decided by Redis; local and async ones by the zone. */
 static inline bool
 ngx_http_throttle_strict(const ngx_http_throttle_zone_t *zone)

@@ -128,7 +128,7 @@ ngx_http_throttle_delete(ngx_http_throttle_zone_t *zone,
         /* an async key evicted before its consumption reached Redis */
         ngx_queue_remove(&tn->dirty);
         zone->sh->dropped_units +=
-            ngx_http_throttle_pending_units(zone, tn->pending);
+            throttle::pending_total(zone->policy, tn->pending);
     }
 
     ngx_queue_remove(&tn->queue);
@@ -390,23 +390,11 @@ ngx_http_throttle_commit(ngx_http_throttle_check_t *check, int64_t now) noexcept
 
     if (check->zone->sync == NGX_HTTP_THROTTLE_SYNC_ASYNC) {
         /* what this node charged since its last sync, for the next one */
-        if (check->zone->policy.algorithm == throttle::Algorithm::gcra) {
-            if (tn->pending == 0) {
-                tn->pending_since = now;
-            }
-
-            tn->pending += check->cost;
-
-        } else {
-            /* the window the decision counted in is its state's */
-            throttle::WindowUnits merged = throttle::merge_window_units(
-                check->zone->policy.algorithm,
-                check->zone->policy.window.window_us,
-                {tn->pending, tn->pending_since},
-                {check->cost, tn->state.words[0]});
-            tn->pending = merged.packed;
-            tn->pending_since = merged.since;
-        }
+        throttle::PendingUnits p = throttle::charge_pending(
+            check->zone->policy, {tn->pending, tn->pending_since}, check->cost,
+            now, tn->state);
+        tn->pending = p.units;
+        tn->pending_since = p.since;
 
         ngx_http_throttle_mark_dirty(check->zone, tn);
     }
@@ -445,7 +433,7 @@ ngx_http_throttle_forget_syncs(ngx_http_throttle_zone_t *zone,
         tn = ngx_queue_data(q, ngx_http_throttle_node_t, dirty);
         ngx_queue_remove(q);
 
-        units += ngx_http_throttle_pending_units(zone, tn->pending);
+        units += throttle::pending_total(zone->policy, tn->pending);
         keys += tn->pending ? 1 : 0;
         tn->pending = 0;
         tn->pending_since = 0;

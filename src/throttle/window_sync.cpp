@@ -65,6 +65,49 @@ merge_window_units(Algorithm algorithm, int64_t window_us, WindowUnits a,
     return {pack(sliding ? prev : 0, cur), b.since};
 }
 
+PendingUnits
+charge_pending(const Policy &policy, PendingUnits pending, int64_t cost,
+               int64_t now_us, const KeyState &state) noexcept
+{
+    if (policy.algorithm == Algorithm::gcra) {
+        if (pending.units == 0) {
+            pending.since = now_us;
+        }
+        pending.units += cost;
+        return pending;
+    }
+    WindowUnits merged = merge_window_units(
+        policy.algorithm, policy.window.window_us,
+        {pending.units, pending.since}, {cost, state.words[0]});
+    return {merged.packed, merged.since};
+}
+
+PendingUnits
+merge_pending(const Policy &policy, PendingUnits kept,
+              PendingUnits since_taken) noexcept
+{
+    if (policy.algorithm == Algorithm::gcra) {
+        PendingUnits p = since_taken;
+        if (kept.units
+            && (since_taken.units == 0 || kept.since < since_taken.since)) {
+            p.since = kept.since;
+        }
+        p.units += kept.units;
+        return p;
+    }
+    WindowUnits merged = merge_window_units(
+        policy.algorithm, policy.window.window_us, {kept.units, kept.since},
+        {since_taken.units, since_taken.since});
+    return {merged.packed, merged.since};
+}
+
+int64_t
+pending_total(const Policy &policy, int64_t units) noexcept
+{
+    return policy.algorithm == Algorithm::gcra ? units
+                                               : window_units_total(units);
+}
+
 bool
 synced_window_state(Algorithm algorithm, int64_t window_us, int64_t sent_at_us,
                     int64_t redis_elapsed_us, const int64_t *counts,

@@ -31,6 +31,29 @@ int64_t window_units_total(int64_t packed) noexcept;
 WindowUnits merge_window_units(Algorithm algorithm, int64_t window_us,
                                WindowUnits a, WindowUnits b) noexcept;
 
+// A node's unsent units of one key, whatever the algorithm: GCRA's count
+// and when the first of them was admitted, or the window counters' packed
+// counts (above) and their window's start.
+struct PendingUnits {
+    int64_t units = 0;
+    int64_t since = 0;
+};
+
+// Adds a request of `cost` admitted at `now_us`; `state` is the key's state
+// after it (a window counter's words[0] is the window it counted in).
+PendingUnits charge_pending(const Policy &policy, PendingUnits pending,
+                            int64_t cost, int64_t now_us,
+                            const KeyState &state) noexcept;
+
+// Puts units a failed sync took back together with what was charged
+// since: GCRA's counts add up and keep the earlier start; the window
+// counters' move to the later window (merge_window_units).
+PendingUnits merge_pending(const Policy &policy, PendingUnits kept,
+                           PendingUnits since_taken) noexcept;
+
+// How many units `units` stands for (for the count of units lost).
+int64_t pending_total(const Policy &policy, int64_t units) noexcept;
+
 // Redis's answer for one key: the counts of its current window (fixed:
 // counts[0]; sliding: counts[0] = previous, counts[1] = current), which
 // had been running for `redis_elapsed_us` when Redis answered a sync sent

@@ -125,3 +125,44 @@ TEST(SyncedWindowState, AnAnswerAboutAnotherWindowIsLeftAlone)
     EXPECT_EQ(state.words[0], 42);
     EXPECT_EQ(expire_at, 43);
 }
+
+// The pending units of any algorithm, as the zone keeps them between syncs.
+TEST(PendingUnits, GcraCountsFromTheFirstUnit)
+{
+    const Policy gcra = *make_policy(Algorithm::gcra, Rate{1, W}, 9).value;
+    PendingUnits p = charge_pending(gcra, {}, 2, S + 5, KeyState{});
+    EXPECT_EQ(p.units, 2);
+    EXPECT_EQ(p.since, S + 5);
+    p = charge_pending(gcra, p, 3, S + 9, KeyState{});
+    EXPECT_EQ(p.units, 5);
+    EXPECT_EQ(p.since, S + 5); // the first unit's time stays
+
+    // units a failed sync took back go first
+    PendingUnits m = merge_pending(gcra, {4, S + 1}, p);
+    EXPECT_EQ(m.units, 9);
+    EXPECT_EQ(m.since, S + 1);
+    m = merge_pending(gcra, {0, S + 1}, p);
+    EXPECT_EQ(m.units, 5);
+    EXPECT_EQ(m.since, S + 5);
+    EXPECT_EQ(pending_total(gcra, 9), 9);
+}
+
+TEST(PendingUnits, WindowCountersCountPerWindow)
+{
+    const Policy sliding =
+        *make_policy(Algorithm::sliding_window, Rate{10, W}, 0).value;
+    KeyState state;
+    state.words[0] = S; // the window the request counted in
+    PendingUnits p = charge_pending(sliding, {}, 2, S + 5, state);
+    EXPECT_EQ(p.units, 2);
+    EXPECT_EQ(p.since, S);
+    state.words[0] = S + W;
+    p = charge_pending(sliding, p, 1, S + W + 5, state);
+    EXPECT_EQ(p.units, pack(2, 1));
+    EXPECT_EQ(p.since, S + W);
+    EXPECT_EQ(pending_total(sliding, p.units), 3);
+
+    PendingUnits m = merge_pending(sliding, {4, S}, p);
+    EXPECT_EQ(m.units, pack(6, 1));
+    EXPECT_EQ(m.since, S + W);
+}
