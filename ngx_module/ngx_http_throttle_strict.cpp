@@ -89,38 +89,22 @@ ngx_http_throttle_strict_number(ngx_pool_t *pool, ngx_str_t *out,
     return p;
 }
 
-/* The decision script's ARGV: GCRA's T, DVT, limit and cost, or a
- * window's length, limit and cost (see src/scripts/). Returns how many. */
-static ngx_uint_t
-ngx_http_throttle_strict_args(ngx_pool_t *pool, ngx_http_throttle_zone_t *zone,
-                              int64_t cost, ngx_str_t *argv) noexcept
+/* Script arguments as strings in the request's pool; false if out of
+ * memory. */
+static bool
+ngx_http_throttle_strict_argv(ngx_pool_t *pool, const throttle::ScriptArgs &a,
+                              ngx_str_t *argv) noexcept
 {
-    int64_t                 values[4];
-    ngx_uint_t              i, n;
-    const throttle::Policy &policy = zone->policy;
+    size_t i;
 
-    if (policy.algorithm == throttle::Algorithm::gcra) {
-        values[0] = policy.gcra.emission_interval_us;
-        values[1] = policy.gcra.tolerance_us;
-        values[2] = policy.gcra.limit;
-        values[3] = cost;
-        n = 4;
-
-    } else {
-        values[0] = policy.window.window_us;
-        values[1] = policy.window.limit;
-        values[2] = cost;
-        n = 3;
-    }
-
-    for (i = 0; i < n; i++) {
-        if (ngx_http_throttle_strict_number(pool, &argv[i], values[i]) == NULL)
-        {
-            return 0;
+    for (i = 0; i < a.n; i++) {
+        if (ngx_http_throttle_strict_number(pool, &argv[i], a.values[i])
+            == NULL) {
+            return false;
         }
     }
 
-    return n;
+    return true;
 }
 
 ngx_uint_t
@@ -169,11 +153,14 @@ ngx_http_throttle_strict_send(ngx_http_throttle_ctx_t *ctx) noexcept
             {(const char *) zone->name.data, zone->name.len}, check->key);
 
         args[0] = check->redis_key;
-        nargs =
-            ngx_http_throttle_strict_args(r->pool, zone, check->cost, &args[1]);
-        if (nargs == 0) {
+        throttle::ScriptArgs argv =
+            throttle::strict_args(zone->policy, check->cost);
+
+        if (!ngx_http_throttle_strict_argv(r->pool, argv, &args[1])) {
             continue;
         }
+
+        nargs = argv.n;
 
         check->sent_at = ngx_http_throttle_now(zone);
         check->cmd = ngx_http_throttle_redis_eval(
@@ -221,51 +208,20 @@ static void
 ngx_http_throttle_strict_refund(ngx_http_request_t        *r,
                                 ngx_http_throttle_check_t *check) noexcept
 {
-    int64_t                   values[3];
-    ngx_uint_t                i, n;
     ngx_str_t                 args[4];
     ngx_http_throttle_zone_t *zone = check->zone;
-    const throttle::Policy   &policy = zone->policy;
-
-    switch (policy.algorithm) {
-    case throttle::Algorithm::gcra:
-        values[0] = policy.gcra.emission_interval_us;
-        values[1] = check->cost;
-        n = 2;
-        break;
-    case throttle::Algorithm::fixed_window:
-        values[0] = check->cost;
-        values[1] = check->tokens[0]; /* the window charged */
-        n = 2;
-        break;
-    case throttle::Algorithm::sliding_window:
-        values[0] = check->cost;
-        values[1] = check->tokens[0]; /* the window charged */
-        values[2] = policy.window.window_us;
-        n = 3;
-        break;
-    case throttle::Algorithm::sliding_log:
-        values[0] = check->tokens[0]; /* the entries' time */
-        values[1] = check->tokens[1]; /* and first sequence number */
-        values[2] = check->cost;
-        n = 3;
-        break;
-    default:
-        return;
-    }
+    throttle::ScriptArgs      argv =
+        throttle::refund_args(zone->policy, check->cost, check->tokens);
 
     args[0] = check->redis_key;
 
-    for (i = 0; i < n; i++) {
-        if (ngx_http_throttle_strict_number(r->pool, &args[1 + i], values[i])
-            == NULL) {
-            return;
-        }
+    if (!ngx_http_throttle_strict_argv(r->pool, argv, &args[1])) {
+        return;
     }
 
     (void) ngx_http_throttle_redis_eval(
-        zone->redis, throttle::strict_scripts(policy.algorithm).refund, args, 1,
-        1 + n, 0, NULL, NULL);
+        zone->redis, throttle::strict_scripts(zone->policy.algorithm).refund,
+        args, 1, 1 + argv.n, 0, NULL, NULL);
 }
 
 void

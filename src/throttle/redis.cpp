@@ -144,6 +144,36 @@ strict_scripts(Algorithm algorithm) noexcept
     return {ScriptId::gcra, ScriptId::gcra_refund, 0};
 }
 
+ScriptArgs
+strict_args(const Policy &policy, int64_t cost) noexcept
+{
+    if (policy.algorithm == Algorithm::gcra) {
+        return {{policy.gcra.emission_interval_us, policy.gcra.tolerance_us,
+                 policy.gcra.limit, cost},
+                4};
+    }
+    return {{policy.window.window_us, policy.window.limit, cost, 0}, 3};
+}
+
+ScriptArgs
+refund_args(const Policy &policy, int64_t cost,
+            const int64_t tokens[2]) noexcept
+{
+    switch (policy.algorithm) {
+    case Algorithm::fixed_window:
+        // the window charged
+        return {{cost, tokens[0], 0, 0}, 2};
+    case Algorithm::sliding_window:
+        return {{cost, tokens[0], policy.window.window_us, 0}, 3};
+    case Algorithm::sliding_log:
+        // the entries' time and first sequence number
+        return {{tokens[0], tokens[1], cost, 0}, 3};
+    case Algorithm::gcra:
+        break;
+    }
+    return {{policy.gcra.emission_interval_us, cost, 0, 0}, 2};
+}
+
 const char *
 decode_sync_reply(const redisReply *reply, size_t n, int64_t *ttls) noexcept
 {

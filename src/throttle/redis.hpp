@@ -66,6 +66,21 @@ struct StrictScripts {
 
 StrictScripts strict_scripts(Algorithm algorithm) noexcept;
 
+// A script's ARGV, as integers: at most 4.
+struct ScriptArgs {
+    int64_t values[4] = {0, 0, 0, 0};
+    size_t  n = 0;
+};
+
+// The decision script's ARGV: GCRA's T, DVT, limit and cost, or a window's
+// length, limit and cost (see src/scripts/).
+ScriptArgs strict_args(const Policy &policy, int64_t cost) noexcept;
+
+// The refund script's ARGV for a charge of `cost` that the decision
+// identified by `tokens` (see strict_scripts()).
+ScriptArgs refund_args(const Policy &policy, int64_t cost,
+                       const int64_t tokens[2]) noexcept;
+
 // Reads a sync script's reply of n non-negative integers into ttls[0..n): null
 // on success, else what was wrong (Redis's message points into the reply).
 const char *decode_sync_reply(const redisReply *reply, size_t n,

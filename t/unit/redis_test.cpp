@@ -179,5 +179,51 @@ TEST(Scripts, EmbeddedWithTheirSha1)
     EXPECT_EQ(script(ScriptId::gcra_sync).name, "gcra_sync");
 }
 
+TEST(StrictScripts, ArgumentsPerAlgorithm)
+{
+    const Policy gcra =
+        *make_policy(Algorithm::gcra, Rate{30, 60'000'000}, 15).value;
+    ScriptArgs a = strict_args(gcra, 2);
+    ASSERT_EQ(a.n, 4u);
+    EXPECT_EQ(a.values[0], 2'000'000);  // T
+    EXPECT_EQ(a.values[1], 32'000'000); // DVT
+    EXPECT_EQ(a.values[2], 16);
+    EXPECT_EQ(a.values[3], 2);
+
+    const int64_t tokens[2] = {1'763'000'000'000'000, 7};
+    a = refund_args(gcra, 2, tokens);
+    ASSERT_EQ(a.n, 2u);
+    EXPECT_EQ(a.values[0], 2'000'000);
+    EXPECT_EQ(a.values[1], 2);
+
+    const Policy log =
+        *make_policy(Algorithm::sliding_log, Rate{30, 60'000'000}, 5).value;
+    a = strict_args(log, 3);
+    ASSERT_EQ(a.n, 3u);
+    EXPECT_EQ(a.values[0], 60'000'000);
+    EXPECT_EQ(a.values[1], 35);
+    EXPECT_EQ(a.values[2], 3);
+    a = refund_args(log, 3, tokens); // ts, first seq, cost
+    ASSERT_EQ(a.n, 3u);
+    EXPECT_EQ(a.values[0], tokens[0]);
+    EXPECT_EQ(a.values[1], 7);
+    EXPECT_EQ(a.values[2], 3);
+
+    const Policy sliding =
+        *make_policy(Algorithm::sliding_window, Rate{30, 60'000'000}, 5).value;
+    a = refund_args(sliding, 3, tokens); // cost, window, its length
+    ASSERT_EQ(a.n, 3u);
+    EXPECT_EQ(a.values[0], 3);
+    EXPECT_EQ(a.values[1], tokens[0]);
+    EXPECT_EQ(a.values[2], 60'000'000);
+
+    const Policy fixed =
+        *make_policy(Algorithm::fixed_window, Rate{30, 60'000'000}, 5).value;
+    a = refund_args(fixed, 3, tokens); // cost, window
+    ASSERT_EQ(a.n, 2u);
+    EXPECT_EQ(a.values[0], 3);
+    EXPECT_EQ(a.values[1], tokens[0]);
+}
+
 } // namespace
 } // namespace throttle
