@@ -6,9 +6,12 @@
 // The suite starts its own redis-server (from PATH; missing, every test
 // fails saying so) on a loopback port picked at run time, and stops it at
 // the end. The scripts run with their test-only "now" argument, on a
-// virtual clock that never falls behind the real one: Redis expires keys
-// on its own clock (PEXPIRE is relative), so a key must never go before
-// the virtual time says it may.
+// virtual clock that never falls behind the real one. Redis expires keys
+// on its own clock (PEXPIRE is relative), which is not the virtual one: a
+// key the virtual clock still counts could go while the test stands still
+// on it. The timelines therefore read a key's expiry, then hold the key
+// far out (held_pttl()); a key the scripts meant to be gone stays behind
+// as stale state, and a script must read stale state as no state.
 #include "throttle/clock.hpp"
 #include "throttle/policy.hpp"
 #include "throttle/scripts.hpp"
@@ -369,6 +372,26 @@ class ScriptsInRedis : public testing::Test {
         return replies;
     }
 
+    // PTTL as the scripts left it, in a command that then holds the key
+    // for kHold more (Redis's clock must not drop what the virtual clock
+    // still counts). A held key reads as what it had left when the
+    // scripts last set it, less the real time since; past that, as gone.
+    static constexpr int64_t kHoldMs = 1'000'000'000'000; // ~31 years
+
+    static std::vector<std::string> held_pttl(const std::string &key)
+    {
+        static const char *const kScript =
+            "local t = redis.call('PTTL', KEYS[1])\n"
+            "if t < 0 then return t end\n"
+            "local hold = tonumber(ARGV[1])\n"
+            "local left = t\n"
+            "if t >= hold / 2 then left = t - hold end\n"
+            "redis.call('PEXPIRE', KEYS[1], string.format('%d', left + hold))\n"
+            "if left < 0 then return -2 end\n"
+            "return left\n";
+        return {"EVAL", kScript, "1", key, std::to_string(kHoldMs)};
+    }
+
     static std::vector<std::string>
     evalsha(ScriptId id, const std::string &key,
             const std::vector<std::string> &argv)
@@ -605,7 +628,7 @@ ScriptsInRedis::timelines(Algorithm algorithm, uint64_t seed)
 
             // the decision, and what the key is left with, in one trip
             std::vector<std::vector<std::string>> commands = {
-                decision(p, key, now, cost), {"PTTL", key}};
+                decision(p, key, now, cost), held_pttl(key)};
             if (algorithm == Algorithm::sliding_log) {
                 commands.push_back({"ZCARD", key});
             }
@@ -714,7 +737,7 @@ ScriptsInRedis::timelines(Algorithm algorithm, uint64_t seed)
                 break;
             }
             const std::vector<Reply> refunded =
-                pipeline({evalsha(refund, key, argv), {"PTTL", key}});
+                pipeline({evalsha(refund, key, argv), held_pttl(key)});
             ASSERT_EQ(integers(refund, refunded[0].get()),
                       std::vector<int64_t>{expected})
                 << where.str() << " (refund)";
