@@ -314,6 +314,8 @@ def main():
     ap.add_argument("--density")
     ap.add_argument("--markdown", required=True)
     ap.add_argument("--setting", action="append", default=[])
+    ap.add_argument("--layout", default="CPUs shared by wrk, nginx and Redis",
+                    help="where wrk, nginx and Redis ran, for the headings")
     ap.add_argument("--connections", type=int, default=0,
                     help="wrk connections: requests in flight when wrk stops")
     ap.add_argument("--duration", type=float, default=0,
@@ -357,9 +359,10 @@ def main():
         "TIME, HMGET and HINCRBY, so 4; sliding_log.lua: TIME, "
         "ZREMRANGEBYSCORE, ZCARD, ZADD and PEXPIRE, so 6); an async sync "
         "script runs TIME once, and per key with "
-        "units one SET NX GET if Redis does not hold the key yet, or that "
-        "and a SET if it does, and per key read again after its use (unless "
-        "drained on the node) a GET. Both from Redis's counters read before "
+        "units one SET GET (which also says what Redis held), and a second "
+        "SET if what Redis held had not drained when the units began, and "
+        "per key read again after its use (unless drained on the node) a "
+        "GET. Both from Redis's counters read before "
         "and after each run (after an async run, once Redis has been idle "
         "for 0.3 s, so that its last syncs count), summed over the rounds.")
 
@@ -404,11 +407,11 @@ def main():
         print(redis_note)
     if targets:
         print()
-        print("Strict mode targets:")
+        print("Strict mode targets (%s):" % args.layout)
         print("\n".join("  " + t for t in targets))
     if atargets:
         print()
-        print("Async mode targets:")
+        print("Async mode targets (%s):" % args.layout)
         print("\n".join("  " + t for t in atargets))
     if algtargets:
         print()
@@ -427,12 +430,10 @@ def main():
         if targets or atargets:
             f.write(redis_note + "\n\n")
         if targets:
-            f.write("Strict mode targets (2 CPUs shared by wrk, nginx and "
-                    "Redis):\n\n")
+            f.write("Strict mode targets (%s):\n\n" % args.layout)
             f.write("\n".join("- " + t for t in targets) + "\n\n")
         if atargets:
-            f.write("Async mode targets (2 CPUs shared by wrk, nginx and "
-                    "Redis):\n\n")
+            f.write("Async mode targets (%s):\n\n" % args.layout)
             f.write("\n".join("- " + t for t in atargets) + "\n\n")
         if algtargets:
             f.write("Algorithm targets (each against GCRA in the same "

@@ -22,14 +22,15 @@ local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
 local ttls = {}
 
-local function store(key, tat, nx)
+local function store(key, tat, swap)
     -- integers as strings: a number argument would go through %.14g
     local px = string.format('%d', math.ceil((tat + grace - now) / 1000))
-    if nx then
-        -- one call for a key Redis does not have yet (most keys of a crawl):
-        -- sets it, or leaves it and says what it holds
+    if swap then
+        -- one call for a key that Redis does not hold, or whose funnel had
+        -- drained before the units began (most keys, hot or crawled): sets
+        -- it and says what it held, which the caller checks
         return redis.call('SET', key, string.format('%d', tat), 'PX', px,
-                          'NX', 'GET')
+                          'GET')
     end
     return redis.call('SET', key, string.format('%d', tat), 'PX', px)
 end
@@ -44,21 +45,17 @@ for i, key in ipairs(KEYS) do
         local since = now - tonumber(ARGV[2 * i + 2])
         local held
 
-        if since + t * units + grace > now then
-            held = store(key, since + t * units, true)
-            if not held then
-                tat = since + t * units
-            end
+        tat = since + t * units
+        if tat + grace > now then
+            held = store(key, tat, true)
         else
             held = redis.call('GET', key)
         end
 
-        if held then
-            tat = tonumber(held)
-            if tat < since then
-                tat = since
-            end
-            tat = tat + t * units
+        -- what the key held had not drained when the units began: they
+        -- queue up behind it (the swap above stored too little)
+        if held and tonumber(held) > since then
+            tat = tonumber(held) + t * units
             if tat + grace > now then
                 store(key, tat, false)
             end
