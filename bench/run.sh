@@ -23,6 +23,11 @@
 #   BENCH_REDIS_CPUS []    CPUs to pin Redis to with taskset: with nginx and
 #                          wrk on the others, the Redis-backed rows show
 #                          nginx's own cost, as with Redis on another host
+#   BENCH_LAYOUT [shared]  "shared": wrk, nginx and Redis share every CPU;
+#                          "redis-apart": Redis on the last CPU, nginx's
+#                          workers and wrk on the others (sets the three
+#                          *_CPUS above unless given; output goes to
+#                          build/bench/redis-apart/)
 #   BENCH_CONFIGS [all]    the configurations to run, by name (e.g.
 #                          "throttle_pass_distinct async_pass_distinct")
 #   BENCH_DENSITY [1m 4m]  zone sizes for the keys-per-MiB probe ("" skips)
@@ -53,6 +58,27 @@ DENSITY_SIZES=${BENCH_DENSITY-1m 4m}
 HOT_KEYS=${BENCH_HOT_KEYS:-100}
 DISTINCT_KEYS=${BENCH_DISTINCT_KEYS:-100000}
 PYTHON=${PYTHON:-python3}
+LAYOUT=${BENCH_LAYOUT:-shared}
+OUT=$ROOT/build/bench
+case $LAYOUT in
+shared) ;;
+redis-apart)
+    # Redis gets the last CPU to itself, as it would have on a host of its
+    # own; nginx's workers and wrk share the others (worker_cpu_affinity
+    # auto within a mask of them).
+    NCPU=$(nproc)
+    [ "$NCPU" -ge 2 ] || { echo "bench: BENCH_LAYOUT=redis-apart needs 2 CPUs" >&2; exit 1; }
+    MASK=$(printf '1%.0s' $(seq $((NCPU - 1))))
+    : "${BENCH_REDIS_CPUS=$((NCPU - 1))}"
+    : "${BENCH_NGINX_CPUS=auto $MASK}"
+    : "${BENCH_WRK_CPUS=0-$((NCPU - 2))}"
+    OUT=$ROOT/build/bench/redis-apart
+    ;;
+*)
+    echo "bench: BENCH_LAYOUT must be shared or redis-apart, not \"$LAYOUT\"" >&2
+    exit 1
+    ;;
+esac
 NGINX_CPUS=${BENCH_NGINX_CPUS-}
 WRK_CPUS=${BENCH_WRK_CPUS-}
 WRK_PIN=
@@ -63,7 +89,6 @@ REDIS_PIN=
 REDIS_SERVER=${REDIS_SERVER:-redis-server}
 REDIS_CLI=${REDIS_CLI:-redis-cli}
 
-OUT=$ROOT/build/bench
 PREFIX=$OUT/nginx
 RAW=$OUT/raw
 RUNS=$OUT/runs.tsv
@@ -408,6 +433,11 @@ fi
 
 # --- report -----------------------------------------------------------------
 
+if [ -n "$REDIS_CPUS$NGINX_CPUS$WRK_CPUS" ]; then
+    LAYOUT_TEXT="Redis on CPU ${REDIS_CPUS:-any}, nginx's workers on ${NGINX_CPUS:-any} (worker_cpu_affinity), wrk on CPU ${WRK_CPUS:-any}"
+else
+    LAYOUT_TEXT="$(nproc) CPUs shared by wrk, nginx and Redis"
+fi
 NGINX_VERSION=$("$NGINX_BIN" -v 2>&1 | sed 's/^nginx version: //')
 CPU_MODEL=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
 WRK_VERSION=$( (wrk -v 2>&1 || true) | awk 'NR == 1 { print $2 }')
@@ -420,6 +450,8 @@ WRK_VERSION=$( (wrk -v 2>&1 || true) | awk 'NR == 1 { print $2 }')
     --setting "wrk $WRK_VERSION: -t$THREADS -c$CONNECTIONS -d${DURATION}s --latency, $ROUNDS rounds, loopback" \
     --setting "redis: $REDIS_VERSION, on loopback, --save '' --appendonly no; throttle_redis defaults (timeout 50ms, keepalive 2 per worker); async zones sync_interval=100ms; nginx error log: $NGINX_ERRORS lines at error or above, $NGINX_WARNS at warn" \
     --setting "keyed rows (*_hot, *_distinct): wrk -s bench/keys.lua, key ?k= cycling over $HOT_KEYS (hot) or $DISTINCT_KEYS (distinct) values; rate=1000000r/s burst=1000000 (always passing), zones 1m (hot) and 32m (distinct)" \
+    --layout "$LAYOUT_TEXT" \
+    --setting "layout: $LAYOUT_TEXT" \
     --setting "hardware: $(nproc) CPUs, ${CPU_MODEL:-unknown CPU}, Linux $(uname -r); load average $LOAD_BEFORE before, $LOAD_AFTER after (wrk, nginx and Redis included)"
 
 echo
