@@ -420,7 +420,8 @@ def main():
         print("\n".join("  " + t for t in atargets))
     if algtargets:
         print()
-        print("Algorithm targets (each against GCRA in the same mode):")
+        print("Algorithm targets (each against GCRA in the same mode; %s):"
+              % args.layout)
         print("\n".join("  " + t for t in algtargets))
     if dens_rows:
         print()
@@ -442,7 +443,7 @@ def main():
             f.write("\n".join("- " + t for t in atargets) + "\n\n")
         if algtargets:
             f.write("Algorithm targets (each against GCRA in the same "
-                    "mode):\n\n")
+                    "mode; %s):\n\n" % args.layout)
             f.write("\n".join("- " + t for t in algtargets) + "\n\n")
         if dens_rows:
             f.write("### Keys per MiB of zone\n\n")

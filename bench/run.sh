@@ -11,7 +11,8 @@
 #
 # Environment (defaults in brackets):
 #   NGINX_BIN [/usr/sbin/nginx]  MODULE [build/ngx_http_throttle_module.so]
-#   BENCH_ROUNDS [5]       rounds; each runs every configuration once (the
+#   BENCH_ROUNDS [5]       rounds; each runs every configuration once,
+#                          every other round in reverse order (the
 #                          per-round ratios of this 2-core machine spread
 #                          by 10-20%: the median of 5 holds still better)
 #   BENCH_DURATION [4]     seconds per wrk run
@@ -383,8 +384,16 @@ echo "bench: nginx $WORKERS workers on 127.0.0.1:$PORT;" \
 for c in "${CONFIGS[@]}"; do
     run_wrk "$c" warmup 1
 done
+# Every other round runs the configurations in reverse order, so that a
+# pair's two members take turns going first: drift within a round, and
+# whatever one run leaves to the next, weigh on both alike.
+REVERSED=()
+for ((i = ${#CONFIGS[@]} - 1; i >= 0; i--)); do
+    REVERSED+=("${CONFIGS[i]}")
+done
 for round in $(seq "$ROUNDS"); do
-    for c in "${CONFIGS[@]}"; do
+    if ((round % 2)); then ORDER=("${CONFIGS[@]}"); else ORDER=("${REVERSED[@]}"); fi
+    for c in "${ORDER[@]}"; do
         run_wrk "$c" "$round" "$DURATION"
         tail -n 1 "$RUNS" | awk -F'\t' '{
             printf "  round %s  %-24s %10.0f req/s  p99 %7.3f ms  non-2xx %d",
