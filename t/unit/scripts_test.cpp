@@ -818,7 +818,11 @@ TEST_F(ScriptsInRedis, SlidingLogMembersOfOneMicrosecondAreAllKept)
 
 TEST_F(ScriptsInRedis, RejectionsAndFreeRequestsWriteNothing)
 {
-    const int64_t now = realtime_now_us() + kSecond;
+    // mid-window: a fixed window filled just before its end would expire
+    // (in Redis's real time) before the requests meant to find it full
+    const int64_t minute = 60 * kSecond;
+    const int64_t ahead = realtime_now_us() + kSecond;
+    const int64_t now = ahead - ahead % minute + minute + minute / 2;
     for (ScriptId id : {ScriptId::fixed_window, ScriptId::sliding_window,
                         ScriptId::sliding_log})
     {
