@@ -54,8 +54,9 @@ for i, key in ipairs(KEYS) do
 
         -- what the key held had not drained when the units began: they
         -- queue up behind it (the swap above stored too little)
-        if held and tonumber(held) > since then
-            tat = tonumber(held) + t * units
+        held = tonumber(held)
+        if held and held > since then
+            tat = held + t * units
             if tat + grace > now then
                 store(key, tat, false)
             end

@@ -373,7 +373,7 @@ class ScriptsInRedis : public testing::Test {
     }
 
     // PTTL as the scripts left it, in a command that then holds the key
-    // for kHold more (Redis's clock must not drop what the virtual clock
+    // for kHoldMs more (Redis's clock must not drop what the virtual clock
     // still counts). A held key reads as what it had left when the
     // scripts last set it, less the real time since; past that, as gone.
     static constexpr int64_t kHoldMs = 1'000'000'000'000; // ~31 years
