@@ -25,6 +25,7 @@ BENCH_DEPS  := $(BUILD_DEPS) wrk curl python3 redis-server redis-tools
 ACCURACY_DEPS := $(BUILD_DEPS) python3 redis-server redis-tools gnuplot-nox
 
 CORE_SRCS   := $(wildcard src/throttle/*.cpp src/throttle/*.hpp src/scripts/*.lua \
+               src/scripts/lib/*.lua \
                cmake/*.cmake) CMakeLists.txt
 GLUE_SRCS   := $(wildcard ngx_module/*.cpp ngx_module/*.h) config
 
@@ -46,8 +47,15 @@ $(CORE_BUILD)/libthrottle_core.a: $(CORE_SRCS) $(CORE_BUILD)/CMakeCache.txt
 	cmake --build $(CORE_BUILD) -j $(JOBS)
 	@touch $@
 
+# nginx's configure writes the list of glue files into its Makefile: a file
+# added or removed configures again.
+GLUE_LIST   := $(BUILD)/glue-files
+GLUE_FILES  := $(sort $(wildcard ngx_module/*))
+$(shell mkdir -p $(BUILD) && { echo '$(GLUE_FILES)' | cmp -s - $(GLUE_LIST) \
+        || echo '$(GLUE_FILES)' > $(GLUE_LIST); })
+
 # nginx's build system, configured once like Debian's nginx (--with-compat).
-$(NGINX_BUILD)/objs/Makefile: config
+$(NGINX_BUILD)/objs/Makefile: config $(GLUE_LIST)
 	rm -rf $(NGINX_BUILD)
 	mkdir -p $(BUILD)
 	cp -r $(NGINX_SRC) $(NGINX_BUILD)

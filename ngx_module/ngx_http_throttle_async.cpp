@@ -3,9 +3,10 @@
  * does, and remembers per key the units it charged ("pending"). Every
  * sync_interval one worker of the nginx (whichever claims the zone first)
  * takes the keys touched since the last sync and sends them to Redis in
- * one pipelined batch of gcra_sync.lua calls; Redis adds them to the global
- * funnel and answers with its state, which replaces the zone's view of
- * each key. No request ever waits for Redis.
+ * one pipelined batch of calls of the algorithm's sync script
+ * (throttle::Policy::sync_layout()); Redis adds them to the global state
+ * and answers with it, which replaces the zone's view of each key. No
+ * request ever waits for Redis.
  *
  * When Redis cannot be reached the units stay pending in the zone (bounded
  * by the zone's size: a key evicted before it was synced loses them, and
@@ -14,9 +15,7 @@
 
 #include "ngx_http_throttle_module.h"
 
-#include "throttle/clock.hpp"
 #include "throttle/redis.hpp"
-#include "throttle/window_sync.hpp"
 
 #include <hiredis/hiredis.h>
 
@@ -25,12 +24,10 @@
 #define NGX_HTTP_THROTTLE_ASYNC_MAX 20000
 
 typedef struct {
-    u_char *data; /* the key as the zone stores it */
-    u_short len;
-    u_char  hashed;
-    /* the node's pending units: see ngx_http_throttle_node_t */
-    int64_t units;
-    int64_t since;
+    u_char                *data; /* the key as the zone stores it */
+    u_short                len;
+    u_char                 hashed;
+    throttle::PendingUnits units; /* taken from the node */
 } ngx_http_throttle_async_key_t;
 
 typedef struct {
@@ -61,34 +58,8 @@ static void
 ngx_http_throttle_async_schedule(ngx_http_throttle_zone_t *zone) noexcept
 {
     if (!ngx_exiting && !ngx_terminate && !ngx_quit) {
-        ngx_add_timer(zone->flush_timer, ngx_http_throttle_async_tick_ms(zone));
+        ngx_add_timer(zone->sync_timer, ngx_http_throttle_async_tick_ms(zone));
     }
-}
-
-static bool
-ngx_http_throttle_async_gcra(const ngx_http_throttle_zone_t *zone) noexcept
-{
-    return zone->policy.algorithm == throttle::Algorithm::gcra;
-}
-
-/* The shape of a sync script's call and answer: GCRA sends T and the
- * grace, then a key's units and their age, and gets a time to live per
- * key; the window counters send the window, then a key's units of its
- * window, of the one before and the window's age, and get how far Redis
- * is into its window followed by the counts per key. */
-static ngx_uint_t
-ngx_http_throttle_async_reply_head(
-    const ngx_http_throttle_zone_t *zone) noexcept
-{
-    return ngx_http_throttle_async_gcra(zone) ? 0 : 1;
-}
-
-static ngx_uint_t
-ngx_http_throttle_async_reply_per_key(
-    const ngx_http_throttle_zone_t *zone) noexcept
-{
-    return zone->policy.algorithm == throttle::Algorithm::sliding_window ? 2
-                                                                         : 1;
 }
 
 /* Under the zone's lock: Redis's answer replaces the view of each key, plus
@@ -98,31 +69,13 @@ ngx_http_throttle_async_apply(ngx_http_throttle_async_flush_t *flush,
                               ngx_uint_t first, ngx_uint_t n,
                               const int64_t *answer, int64_t now) noexcept
 {
-    ngx_uint_t                     i, j, per_key;
-    bool                           fresh;
-    const int64_t                 *values;
+    ngx_uint_t                     i;
     ngx_http_throttle_node_t      *tn;
     ngx_http_throttle_async_key_t *k;
     ngx_http_throttle_zone_t      *zone = flush->zone;
-    const throttle::Policy        &policy = zone->policy;
-
-    per_key = ngx_http_throttle_async_reply_per_key(zone);
+    const throttle::SyncLayout     layout = zone->policy.sync_layout();
 
     for (i = 0; i < n; i++) {
-        values =
-            answer + ngx_http_throttle_async_reply_head(zone) + i * per_key;
-
-        /* fresh everywhere: the node's own view, which holds at least its
-         * own units, has nothing to learn (most keys of a crawl) */
-        fresh = true;
-        for (j = 0; j < per_key; j++) {
-            fresh = fresh && values[j] == 0;
-        }
-
-        if (fresh) {
-            continue;
-        }
-
         k = &flush->keys[first + i];
         tn = ngx_http_throttle_find_node(zone, k->data, k->len, k->hashed);
 
@@ -130,18 +83,9 @@ ngx_http_throttle_async_apply(ngx_http_throttle_async_flush_t *flush,
             continue; /* evicted meanwhile; Redis has its units */
         }
 
-        if (ngx_http_throttle_async_gcra(zone)) {
-            tn->state.words[0] = throttle::synced_tat(
-                flush->sent_at, values[0], policy.gcra.emission_interval_us,
-                tn->pending);
-            tn->expire_at = tn->state.words[0];
-            continue;
-        }
-
-        (void) throttle::synced_window_state(
-            policy.algorithm, policy.window.window_us, flush->sent_at,
-            answer[0], values, {tn->pending, tn->pending_since}, now, tn->state,
-            tn->expire_at);
+        (void) zone->policy.apply_sync(
+            answer, answer + layout.reply_head + i * layout.reply_per_key,
+            flush->sent_at, now, tn->stored);
     }
 }
 
@@ -157,7 +101,6 @@ ngx_http_throttle_async_keep(ngx_http_throttle_async_flush_t *flush,
     ngx_http_throttle_node_t      *tn;
     ngx_http_throttle_async_key_t *k;
     ngx_http_throttle_zone_t      *zone = flush->zone;
-    throttle::PendingUnits         merged;
 
     for (i = 0; i < n; i++) {
         k = &flush->keys[first + i];
@@ -165,7 +108,7 @@ ngx_http_throttle_async_keep(ngx_http_throttle_async_flush_t *flush,
 
         if (tn == NULL) {
             zone->sh->dropped_units +=
-                units ? throttle::pending_total(zone->policy, k->units) : 0;
+                units ? zone->policy.pending_total(k->units) : 0;
             continue;
         }
 
@@ -174,12 +117,10 @@ ngx_http_throttle_async_keep(ngx_http_throttle_async_flush_t *flush,
             continue;
         }
 
-        merged = throttle::merge_pending(zone->policy, {k->units, k->since},
-                                         {tn->pending, tn->pending_since});
-        tn->pending = merged.units;
-        tn->pending_since = merged.since;
+        tn->stored.pending =
+            zone->policy.merge_pending(k->units, tn->stored.pending);
 
-        if (k->units || tn->sync_rounds) {
+        if (k->units.units || tn->sync_rounds) {
             ngx_http_throttle_mark_dirty(zone, tn);
         }
     }
@@ -208,7 +149,7 @@ ngx_http_throttle_async_done(void *data, redisReply *reply, const char *err,
     ngx_http_throttle_async_call_t  *call;
     ngx_http_throttle_async_flush_t *flush;
     ngx_http_throttle_zone_t        *zone;
-    int64_t                         *ttls;
+    int64_t                         *answer;
     size_t                           size;
     ngx_uint_t                       failing;
     int64_t                          dropped;
@@ -217,25 +158,26 @@ ngx_http_throttle_async_done(void *data, redisReply *reply, const char *err,
     flush = call->flush;
     zone = flush->zone;
 
-    ttls = NULL;
+    answer = NULL;
 
     if (reply) {
-        size = ngx_http_throttle_async_reply_head(zone)
-            + call->n * ngx_http_throttle_async_reply_per_key(zone);
-        ttls = (int64_t *) ngx_alloc(size * sizeof(int64_t), ngx_cycle->log);
-        if (ttls == NULL) {
+        throttle::SyncLayout layout = zone->policy.sync_layout();
+
+        size = layout.reply_head + call->n * layout.reply_per_key;
+        answer = (int64_t *) ngx_alloc(size * sizeof(int64_t), ngx_cycle->log);
+        if (answer == NULL) {
             err = "out of memory";
 
         } else {
-            err = throttle::decode_sync_reply(reply, size, ttls);
+            err = throttle::decode_sync_reply(reply, size, answer);
         }
     }
 
     ngx_shmtx_lock(&zone->shpool->mutex);
 
     if (err == NULL) {
-        ngx_http_throttle_async_apply(flush, call->first, call->n, ttls,
-                                      ngx_http_throttle_now(zone));
+        ngx_http_throttle_async_apply(flush, call->first, call->n, answer,
+                                      zone->policy.now_us());
         failing = zone->sh->failing;
         dropped = zone->sh->dropped_units;
         zone->sh->failing = 0;
@@ -271,7 +213,7 @@ ngx_http_throttle_async_done(void *data, redisReply *reply, const char *err,
                       &zone->name, failing, dropped);
     }
 
-    ngx_free(ttls);
+    ngx_free(answer);
     ngx_free(call);
 
     if (--flush->pending == 0) {
@@ -303,7 +245,9 @@ ngx_http_throttle_async_take(ngx_http_throttle_zone_t *zone,
         next = ngx_queue_next(q);
         tn = ngx_queue_data(q, ngx_http_throttle_node_t, dirty);
 
-        if (tn->sync_rounds == 1 && tn->pending == 0 && tn->expire_at <= now) {
+        if (tn->sync_rounds == 1 && tn->stored.pending.units == 0
+            && tn->stored.expire_at_us <= now)
+        {
             /* The second sync only reads what the other nodes charged, and
              * this key's funnel has drained here: should they have filled
              * it, this node learns it at the sync after its next use, which
@@ -341,11 +285,10 @@ ngx_http_throttle_async_take(ngx_http_throttle_zone_t *zone,
         k->data = p;
         k->len = tn->len;
         k->hashed = tn->hashed;
-        k->units = tn->pending;
-        k->since = tn->pending_since;
+        k->units = tn->stored.pending;
         p = ngx_cpymem(p, tn->data, tn->len);
 
-        tn->pending = 0;
+        tn->stored.pending.units = 0;
         ngx_queue_remove(q);
 
         if (--tn->sync_rounds) {
@@ -356,52 +299,31 @@ ngx_http_throttle_async_take(ngx_http_throttle_zone_t *zone,
     return flush;
 }
 
-static u_char *
-ngx_http_throttle_async_arg(u_char *p, ngx_str_t *arg, int64_t value) noexcept
-{
-    arg->data = p;
-    p = ngx_sprintf(p, "%L", value);
-    arg->len = p - arg->data;
-    return p;
-}
-
-static throttle::ScriptId
-ngx_http_throttle_async_script(const ngx_http_throttle_zone_t *zone) noexcept
-{
-    switch (zone->policy.algorithm) {
-    case throttle::Algorithm::fixed_window:
-        return throttle::ScriptId::fixed_window_sync;
-    case throttle::Algorithm::sliding_window:
-        return throttle::ScriptId::sliding_window_sync;
-    default:
-        return throttle::ScriptId::gcra_sync;
-    }
-}
-
-/* Sends keys [first, first + n) of the flush as one script call. */
+/* Sends keys [first, first + n) of the flush as one script call: their
+ * names as KEYS, and ARGV as the algorithm lays it out. */
 static void
 ngx_http_throttle_async_send(ngx_http_throttle_async_flush_t *flush,
                              ngx_uint_t first, ngx_uint_t n) noexcept
 {
     size_t                          keys_len;
     u_char                         *p;
-    ngx_str_t                      *args;
+    int64_t                        *argv;
+    ngx_str_t                      *keys;
     ngx_uint_t                      i;
     ngx_http_throttle_async_key_t  *k;
     ngx_http_throttle_async_call_t *call;
+    ngx_http_throttle_redis_call_t  eval;
     ngx_http_throttle_zone_t       *zone = flush->zone;
     ngx_http_throttle_redis_t      *redis = zone->redis;
-    int64_t                         grace, age;
-    ngx_uint_t                      nargs;
-    const throttle::Policy         &policy = zone->policy;
+    const throttle::SyncLayout      layout = zone->policy.sync_layout();
 
     keys_len = throttle::max_redis_key_len(redis->prefix.len, zone->name.len);
 
-    /* KEYS, then at most 2 words ahead and 3 per key */
-    p = (u_char *) ngx_alloc(
-        sizeof(ngx_http_throttle_async_call_t) + (4 * n + 2) * sizeof(ngx_str_t)
-            + n * (keys_len + 3 * NGX_INT64_LEN) + 2 * NGX_INT64_LEN,
-        ngx_cycle->log);
+    p = (u_char *) ngx_alloc(sizeof(ngx_http_throttle_async_call_t)
+                                 + (layout.head_args + n * layout.key_args)
+                                     * sizeof(int64_t)
+                                 + n * (sizeof(ngx_str_t) + keys_len),
+                             ngx_cycle->log);
 
     call = (ngx_http_throttle_async_call_t *) p;
 
@@ -416,68 +338,39 @@ ngx_http_throttle_async_send(ngx_http_throttle_async_flush_t *flush,
     call->first = first;
     call->n = n;
 
-    /* KEYS: the zone's keys */
-    args = (ngx_str_t *) (call + 1);
-    p = (u_char *) (args + 4 * n + 2);
+    argv = (int64_t *) (call + 1);
+    keys = (ngx_str_t *) (argv + layout.head_args + n * layout.key_args);
+    p = (u_char *) (keys + n);
+
+    zone->policy.sync_head_args(argv);
 
     for (i = 0; i < n; i++) {
         k = &flush->keys[first + i];
-        throttle::ZoneKey key =
-            throttle::ZoneKey::stored(k->data, k->len, k->hashed);
-        args[i].data = p;
-        args[i].len = throttle::format_redis_key(
-            (char *) p, {(const char *) redis->prefix.data, redis->prefix.len},
-            {(const char *) zone->name.data, zone->name.len}, key,
+
+        zone->policy.sync_key_args(k->units, flush->sent_at,
+                                   argv + layout.head_args
+                                       + i * layout.key_args);
+
+        keys[i].data = p;
+        keys[i].len = throttle::format_redis_key(
+            (char *) p, ngx_http_throttle_sv(redis->prefix),
+            ngx_http_throttle_sv(zone->name),
+            throttle::ZoneKey::stored(k->data, k->len, k->hashed),
             throttle::HashTag::zone);
-        p += args[i].len;
+        p += keys[i].len;
     }
 
-    nargs = n;
-
-    if (ngx_http_throttle_async_gcra(zone)) {
-        /* ARGV: T, the grace, then per key its units and how long ago the
-         * first of them was charged. Ages are capped at the grace: units
-         * kept through an outage are placed no further back than that. */
-        grace = 2 * (int64_t) zone->sync_interval * 1000;
-
-        p = ngx_http_throttle_async_arg(p, &args[nargs++],
-                                        policy.gcra.emission_interval_us);
-        p = ngx_http_throttle_async_arg(p, &args[nargs++], grace);
-
-        for (i = 0; i < n; i++) {
-            k = &flush->keys[first + i];
-            age = k->units
-                ? ngx_min(ngx_max(flush->sent_at - k->since, 0), grace)
-                : 0;
-
-            p = ngx_http_throttle_async_arg(p, &args[nargs++], k->units);
-            p = ngx_http_throttle_async_arg(p, &args[nargs++], age);
-        }
-
-    } else {
-        /* ARGV: the window, then per key its units of the node's window,
-         * of the one before, and how long ago that window began */
-        p = ngx_http_throttle_async_arg(p, &args[nargs++],
-                                        policy.window.window_us);
-
-        for (i = 0; i < n; i++) {
-            k = &flush->keys[first + i];
-            age = k->units ? ngx_max(flush->sent_at - k->since, 0) : 0;
-
-            p = ngx_http_throttle_async_arg(
-                p, &args[nargs++], throttle::window_units_cur(k->units));
-            p = ngx_http_throttle_async_arg(
-                p, &args[nargs++], throttle::window_units_prev(k->units));
-            p = ngx_http_throttle_async_arg(p, &args[nargs++], age);
-        }
-    }
+    eval.script = layout.script;
+    eval.keys = keys;
+    eval.nkeys = n;
+    eval.argv = argv;
+    eval.nargv = layout.head_args + n * layout.key_args;
+    eval.timeout = ngx_max(redis->timeout, zone->sync_interval);
 
     flush->pending++;
 
-    if (ngx_http_throttle_redis_eval(
-            redis, ngx_http_throttle_async_script(zone), args, n, nargs,
-            ngx_max(redis->timeout, zone->sync_interval),
-            ngx_http_throttle_async_done, call)
+    if (ngx_http_throttle_redis_eval(redis, &eval, ngx_http_throttle_async_done,
+                                     call)
         == NULL)
     {
         /* backing off: as if Redis had failed */
@@ -494,7 +387,7 @@ ngx_http_throttle_async_tick(ngx_event_t *ev) noexcept
     int64_t                          now, interval;
 
     zone = (ngx_http_throttle_zone_t *) ev->data;
-    now = ngx_http_throttle_now(zone);
+    now = zone->policy.now_us();
     flush = NULL;
 
     ngx_shmtx_lock(&zone->shpool->mutex);
@@ -564,7 +457,7 @@ ngx_http_throttle_async_init_worker(ngx_cycle_t              *cycle,
     /* a pending sync does not keep an exiting worker alive */
     ev->cancelable = 1;
 
-    zone->flush_timer = ev;
+    zone->sync_timer = ev;
 
     /* workers tick out of step; whichever finds the sync due claims it */
     ngx_add_timer(

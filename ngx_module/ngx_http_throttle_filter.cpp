@@ -113,7 +113,7 @@ ngx_http_throttle_header_filter(ngx_http_request_t *r) noexcept
     ctx = ngx_http_throttle_get_ctx(r);
 
     if (ctx == NULL || ctx->zone == NULL
-        || ctx->headers == NGX_HTTP_THROTTLE_HEADERS_OFF)
+        || ctx->tlcf->headers == NGX_HTTP_THROTTLE_HEADERS_OFF)
     {
         return ngx_http_next_header_filter(r);
     }
@@ -126,7 +126,7 @@ ngx_http_throttle_header_filter(ngx_http_request_t *r) noexcept
     }
 
     if (rc == NGX_OK) {
-        rc = ctx->headers == NGX_HTTP_THROTTLE_HEADERS_LEGACY
+        rc = ctx->tlcf->headers == NGX_HTTP_THROTTLE_HEADERS_LEGACY
             ? ngx_http_throttle_add_legacy(r, ctx)
             : ngx_http_throttle_add_fields(r, ctx);
     }

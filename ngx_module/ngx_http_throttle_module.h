@@ -1,9 +1,12 @@
 /*
- * ngx_http_throttle_module: types shared by the glue files.
+ * ngx_http_throttle_module: the types the glue files share, and what each
+ * file offers the others. docs/architecture.md walks a request through
+ * them.
  *
  * The glue is compiled as C++ by nginx's own build. nginx headers stay
  * inside extern "C"; every function nginx calls is noexcept, and nothing
- * stored in shared memory or pools has a destructor.
+ * stored in shared memory or pools has a destructor. The glue reaches the
+ * algorithms only through a zone's throttle::Policy.
  */
 
 #ifndef NGX_HTTP_THROTTLE_MODULE_H
@@ -15,14 +18,13 @@ extern "C" {
 #include <ngx_http.h>
 }
 
+#include "ngx_http_throttle_log.h"
+#include "ngx_http_throttle_params.h"
 #include "ngx_http_throttle_redis.h"
 
-#include "throttle/clock.hpp"
-#include "throttle/denial.hpp"
 #include "throttle/key.hpp"
 #include "throttle/policy.hpp"
 #include "throttle/result.hpp"
-#include "throttle/window_sync.hpp"
 
 extern "C" ngx_module_t ngx_http_throttle_module;
 
@@ -47,11 +49,11 @@ enum ngx_http_throttle_status_e {
 
 /* The zone's bookkeeping in shared memory: keys by hash, and by recency. */
 typedef struct {
-    ngx_rbtree_t      rbtree;
-    ngx_rbtree_node_t sentinel;
-    ngx_queue_t       queue;        /* most recently used first */
-    int64_t           full_logged;  /* last "zone is full" log, us */
-    int64_t           evict_logged; /* last "evicting live keys" log, us */
+    ngx_rbtree_t                  rbtree;
+    ngx_rbtree_node_t             sentinel;
+    ngx_queue_t                   queue; /* most recently used first */
+    ngx_http_throttle_log_limit_t full_log;
+    ngx_http_throttle_log_limit_t evict_log;
     /* async mode */
     ngx_queue_t dirty;         /* keys to sync, oldest first */
     int64_t     flush_at;      /* next sync, us */
@@ -61,64 +63,48 @@ typedef struct {
     ngx_uint_t  failing;       /* syncs failed in a row */
 } ngx_http_throttle_shctx_t;
 
-/* One key's state. Starts at ngx_rbtree_node_t.color, as limit_req's. */
+/* One key in the zone. Starts at ngx_rbtree_node_t.color, as limit_req's;
+ * the words of a key's log (throttle::Policy::log_slots) follow its data. */
 typedef struct {
-    u_char      color;
-    u_char      hashed; /* data is a digest of a long key */
-    u_short     len;
-    u_char      sync_rounds; /* async: syncs still due (in "dirty") */
-    ngx_queue_t queue;
-    ngx_queue_t dirty;
-    int64_t     expire_at; /* us of the zone's clock; stale after */
-    /* async: units charged since the last sync, and when the first was
-     * (GCRA); or, packed, those of the window starting at pending_since
-     * and of the one before (the window counters) */
-    int64_t pending;
-    int64_t pending_since;
-    /* the algorithm's (throttle/decision.hpp), in the zone's clock; a
-     * strict zone keeps its denial cache here instead */
-    throttle::KeyState state;
-    u_char             data[1]; /* the key; a sliding_log's ring follows */
+    u_char              color;
+    u_char              hashed; /* data is a digest of a long key */
+    u_short             len;
+    u_char              sync_rounds; /* async: syncs still due (in "dirty") */
+    ngx_queue_t         queue;
+    ngx_queue_t         dirty;
+    throttle::StoredKey stored;
+    u_char              data[1];
 } ngx_http_throttle_node_t;
-
-/* Where a zone's state lives: throttle_zone's redis= and sync= */
-#define NGX_HTTP_THROTTLE_SYNC_LOCAL 0
-#define NGX_HTTP_THROTTLE_SYNC_STRICT 1
-#define NGX_HTTP_THROTTLE_SYNC_ASYNC 2
 
 /* A throttle_zone: lives in the configuration cycle's pool. */
 typedef struct {
     ngx_str_t                  name;
     ngx_http_complex_value_t   key;
-    throttle::Policy           policy;
+    throttle::Policy           policy; /* algorithm, rate, mode */
     ngx_shm_zone_t            *shm_zone;
     ngx_http_throttle_shctx_t *sh;
     ngx_slab_pool_t           *shpool;
-    /* strict mode: Redis decides, the shm zone caches its denials;
-     * async mode: the shm zone decides, and syncs with Redis */
-    ngx_uint_t                 sync;
-    ngx_msec_t                 sync_interval;
+    ngx_msec_t                 sync_interval; /* async */
     ngx_str_t                  redis_name;
+    ngx_http_throttle_redis_t *redis;
     ngx_str_t                  file; /* where throttle_zone is, for errors */
     ngx_uint_t                 line;
-    ngx_http_throttle_redis_t *redis;
-    ngx_msec_t                 error_logged_at; /* this worker's */
-    ngx_event_t               *flush_timer;     /* this worker's */
+    /* this worker's */
+    ngx_http_throttle_log_limit_t redis_log;
+    ngx_event_t                  *sync_timer;
 } ngx_http_throttle_zone_t;
-
-/* The zone's clock: every time stored in its shared memory is of it. */
-static inline int64_t
-ngx_http_throttle_now(const ngx_http_throttle_zone_t *zone)
-{
-    return zone->policy.wall_clock() ? throttle::realtime_now_us()
-                                     : throttle::monotonic_now_us();
-}
 
 /* Strict zones are decided by Redis; local and async ones by the zone. */
 static inline bool
 ngx_http_throttle_strict(const ngx_http_throttle_zone_t *zone)
 {
-    return zone->sync == NGX_HTTP_THROTTLE_SYNC_STRICT;
+    return zone->policy.mode == throttle::Mode::strict;
+}
+
+static inline bool
+ngx_http_throttle_async(const ngx_http_throttle_zone_t *zone)
+{
+    return zone->policy.mode == throttle::Mode::async;
 }
 
 /* One "throttle" line of a location. */
@@ -128,6 +114,7 @@ typedef struct {
     int64_t                   cost_value;
 } ngx_http_throttle_limit_t;
 
+/* Where a "throttle" line named a zone, to report one never defined. */
 typedef struct {
     ngx_shm_zone_t *shm_zone;
     ngx_str_t       file;
@@ -135,7 +122,7 @@ typedef struct {
 } ngx_http_throttle_zone_ref_t;
 
 typedef struct {
-    ngx_array_t redis;     /* of ngx_http_throttle_redis_t * */
+    ngx_array_t redis;     /* of ngx_http_throttle_redis_t *, defined */
     ngx_array_t zones;     /* of ngx_http_throttle_zone_t *, defined */
     ngx_array_t zone_refs; /* of ngx_http_throttle_zone_ref_t, used */
 } ngx_http_throttle_main_conf_t;
@@ -172,44 +159,43 @@ typedef struct {
 
 /* The decision about a request, kept for the whole main request. */
 struct ngx_http_throttle_ctx_s {
-    ngx_uint_t                status;  /* ngx_http_throttle_status_e */
-    ngx_uint_t                headers; /* throttle_headers in force */
-    ngx_http_throttle_zone_t *zone;    /* binding zone, or NULL */
-    throttle::ThrottleResult  result;  /* binding zone's answer */
-    /* while Redis answers */
+    ngx_uint_t                    status; /* ngx_http_throttle_status_e */
+    ngx_http_throttle_zone_t     *zone;   /* binding zone, or NULL */
+    throttle::ThrottleResult      result; /* binding zone's answer */
     ngx_http_request_t           *request;
-    ngx_http_throttle_loc_conf_t *tlcf;
+    ngx_http_throttle_loc_conf_t *tlcf; /* of the location that decided */
     ngx_http_throttle_check_t    *checks;
     ngx_uint_t                    nchecks;
-    ngx_uint_t                    pending; /* replies awaited */
-    ngx_int_t                     rc;      /* for the resumed handler */
-    unsigned                      waiting : 1;
-    unsigned                      resume : 1;
+    /* while Redis answers */
+    ngx_uint_t pending;     /* replies awaited */
+    ngx_int_t  rc;          /* for the resumed handler */
+    unsigned   strict : 1;  /* a strict zone takes part */
+    unsigned   waiting : 1; /* for Redis */
+    unsigned   resume : 1;  /* Redis has answered: return rc */
 };
 
-/* ngx_http_throttle_zone.cpp */
+/* ngx_http_throttle_zone_conf.cpp */
+char *ngx_http_throttle_zone_directive(ngx_conf_t *cf, ngx_command_t *cmd,
+                                       void *conf) noexcept;
+
+/* ngx_http_throttle_loc_conf.cpp */
+char *ngx_http_throttle_directive(ngx_conf_t *cf, ngx_command_t *cmd,
+                                  void *conf) noexcept;
+char *ngx_http_throttle_set_enum(ngx_conf_t *cf, ngx_command_t *cmd,
+                                 void *conf) noexcept;
+char *ngx_http_throttle_set_status(ngx_conf_t *cf, ngx_command_t *cmd,
+                                   void *conf) noexcept;
+
+/* ngx_http_throttle_zone.cpp: the shared-memory zone, under its mutex */
 ngx_int_t ngx_http_throttle_init_zone(ngx_shm_zone_t *shm_zone,
                                       void           *data) noexcept;
-void      ngx_http_throttle_lookup(ngx_http_throttle_check_t *check,
-                                   int64_t                    now) noexcept;
+void      ngx_http_throttle_lookup(ngx_http_throttle_check_t *check) noexcept;
 ngx_int_t ngx_http_throttle_reserve(ngx_http_throttle_check_t *check,
-                                    int64_t now, ngx_log_t *log) noexcept;
+                                    ngx_log_t                 *log) noexcept;
 void      ngx_http_throttle_release(ngx_http_throttle_check_t *check) noexcept;
-void      ngx_http_throttle_cache_denial(ngx_http_throttle_check_t *check,
-                                         const throttle::KeyState  &state,
-                                         int64_t expire_at, int64_t now,
-                                         ngx_log_t *log) noexcept;
-void      ngx_http_throttle_commit(ngx_http_throttle_check_t *check,
-                                   int64_t                    now) noexcept;
-
-/* ngx_http_throttle_handler.cpp */
-ngx_int_t ngx_http_throttle_handler(ngx_http_request_t *r) noexcept;
-ngx_http_throttle_ctx_t *
-ngx_http_throttle_get_ctx(ngx_http_request_t *r) noexcept;
-
-void ngx_http_throttle_resume(ngx_http_throttle_ctx_t *ctx) noexcept;
-
-/* ngx_http_throttle_zone.cpp, for async mode */
+void      ngx_http_throttle_commit(ngx_http_throttle_check_t *check) noexcept;
+void      ngx_http_throttle_remember(ngx_http_throttle_check_t *check,
+                                     ngx_log_t                 *log) noexcept;
 ngx_http_throttle_node_t *
 ngx_http_throttle_find_node(ngx_http_throttle_zone_t *zone, const u_char *data,
                             size_t len, ngx_uint_t hashed) noexcept;
@@ -218,15 +204,27 @@ void ngx_http_throttle_expire(ngx_http_throttle_zone_t *zone, ngx_uint_t n,
 void ngx_http_throttle_mark_dirty(ngx_http_throttle_zone_t *zone,
                                   ngx_http_throttle_node_t *tn) noexcept;
 
-/* ngx_http_throttle_async.cpp */
-ngx_int_t
-ngx_http_throttle_async_init_worker(ngx_cycle_t              *cycle,
-                                    ngx_http_throttle_zone_t *zone) noexcept;
+/* ngx_http_throttle_decide.cpp: the decision over a request's zones */
+ngx_int_t ngx_http_throttle_start(ngx_http_request_t      *r,
+                                  ngx_http_throttle_ctx_t *ctx) noexcept;
+ngx_int_t ngx_http_throttle_complete(ngx_http_throttle_ctx_t *ctx) noexcept;
+ngx_int_t ngx_http_throttle_fail(ngx_http_throttle_ctx_t *ctx) noexcept;
+
+/* ngx_http_throttle_handler.cpp: the phase handler */
+ngx_int_t ngx_http_throttle_handler(ngx_http_request_t *r) noexcept;
+ngx_http_throttle_ctx_t      *
+ngx_http_throttle_get_ctx(ngx_http_request_t *r) noexcept;
+void ngx_http_throttle_resume(ngx_http_throttle_ctx_t *ctx) noexcept;
 
 /* ngx_http_throttle_strict.cpp */
 ngx_uint_t ngx_http_throttle_strict_send(ngx_http_throttle_ctx_t *ctx) noexcept;
 void       ngx_http_throttle_strict_settle(ngx_http_throttle_ctx_t *ctx,
                                            bool admitted) noexcept;
+
+/* ngx_http_throttle_async.cpp */
+ngx_int_t
+ngx_http_throttle_async_init_worker(ngx_cycle_t              *cycle,
+                                    ngx_http_throttle_zone_t *zone) noexcept;
 
 /* ngx_http_throttle_filter.cpp */
 ngx_int_t ngx_http_throttle_filter_init(ngx_conf_t *cf) noexcept;

@@ -63,7 +63,7 @@ struct ngx_http_throttle_redis_cmd_s {
     ngx_msec_t                      deadline;
     ngx_msec_t                      timeout;
     const char                     *what; /* set for setup commands */
-    throttle::ScriptId              script;
+    const throttle::Script         *script;
     uint64_t                        end; /* its last byte, in "appended" */
     unsigned                        sent_source : 1;
     unsigned                        sent : 1;
@@ -162,7 +162,7 @@ static ngx_int_t
 ngx_http_throttle_redis_append_eval(ngx_http_throttle_redis_conn_t *rc,
                                     ngx_http_throttle_redis_cmd_t *cmd) noexcept
 {
-    const throttle::Script &script = throttle::script(cmd->script);
+    const throttle::Script &script = *cmd->script;
     const char             *argv_small[16], **argv = argv_small;
     size_t                  argvlen_small[16], *argvlen = argvlen_small;
     size_t                  argc = 3 + cmd->nargs;
@@ -237,19 +237,25 @@ ngx_http_throttle_redis_flush(ngx_http_throttle_redis_conn_t *rc) noexcept
     }
 }
 
+/* A command, with a copy of its arguments (to send it again as EVAL):
+ * the keys as they are, the integers in decimal. */
 static ngx_http_throttle_redis_cmd_t *
-ngx_http_throttle_redis_cmd(ngx_http_throttle_redis_pool_t *pool,
-                            const ngx_str_t *args, ngx_uint_t nargs) noexcept
+ngx_http_throttle_redis_cmd(ngx_http_throttle_redis_pool_t       *pool,
+                            const ngx_http_throttle_redis_call_t *call) noexcept
 {
     size_t                         size;
     u_char                        *p;
-    ngx_uint_t                     i;
+    ngx_uint_t                     i, nargs;
     ngx_http_throttle_redis_cmd_t *cmd;
 
+    nargs = call ? call->nkeys + call->nargv : 0;
     size = sizeof(ngx_http_throttle_redis_cmd_t) + nargs * sizeof(ngx_str_t);
-    for (i = 0; i < nargs; i++) {
-        size += args[i].len;
+
+    for (i = 0; call && i < call->nkeys; i++) {
+        size += call->keys[i].len;
     }
+
+    size += (call ? call->nargv : 0) * NGX_INT64_LEN;
 
     p = (u_char *) ngx_alloc(size, pool->log);
     if (p == NULL) {
@@ -261,12 +267,30 @@ ngx_http_throttle_redis_cmd(ngx_http_throttle_redis_pool_t *pool,
     cmd->timeout = pool->backend->timeout;
     cmd->deadline = ngx_current_msec + cmd->timeout;
 
-    /* the arguments are kept to resend the command as EVAL */
+    if (call == NULL) {
+        return cmd;
+    }
+
     p = (u_char *) &cmd->args[nargs > 0 ? nargs : 1];
-    for (i = 0; i < nargs; i++) {
+
+    for (i = 0; i < call->nkeys; i++) {
         cmd->args[i].data = p;
-        cmd->args[i].len = args[i].len;
-        p = ngx_cpymem(p, args[i].data, args[i].len);
+        cmd->args[i].len = call->keys[i].len;
+        p = ngx_cpymem(p, call->keys[i].data, call->keys[i].len);
+    }
+
+    for (i = 0; i < call->nargv; i++) {
+        cmd->args[call->nkeys + i].data = p;
+        p = ngx_sprintf(p, "%L", call->argv[i]);
+        cmd->args[call->nkeys + i].len = p - cmd->args[call->nkeys + i].data;
+    }
+
+    cmd->script = call->script;
+    cmd->nkeys = call->nkeys;
+
+    if (call->timeout) {
+        cmd->timeout = call->timeout;
+        cmd->deadline = ngx_current_msec + call->timeout;
     }
 
     return cmd;
@@ -279,7 +303,7 @@ ngx_http_throttle_redis_setup(ngx_http_throttle_redis_conn_t *rc,
 {
     ngx_http_throttle_redis_cmd_t *cmd;
 
-    cmd = ngx_http_throttle_redis_cmd(rc->pool, NULL, 0);
+    cmd = ngx_http_throttle_redis_cmd(rc->pool, NULL);
     if (cmd == NULL) {
         return NGX_ERROR;
     }
@@ -843,18 +867,16 @@ ngx_http_throttle_redis_read_handler(ngx_event_t *ev) noexcept
 }
 
 ngx_http_throttle_redis_cmd_t *
-ngx_http_throttle_redis_eval(ngx_http_throttle_redis_t *backend,
-                             throttle::ScriptId script, const ngx_str_t *args,
-                             ngx_uint_t nkeys, ngx_uint_t nargs,
-                             ngx_msec_t                      timeout,
-                             ngx_http_throttle_redis_done_pt done,
-                             void                           *data) noexcept
+ngx_http_throttle_redis_eval(ngx_http_throttle_redis_t            *backend,
+                             const ngx_http_throttle_redis_call_t *call,
+                             ngx_http_throttle_redis_done_pt       done,
+                             void *data) noexcept
 {
     ngx_http_throttle_redis_cmd_t  *cmd;
     ngx_http_throttle_redis_conn_t *rc;
     ngx_http_throttle_redis_pool_t *pool = backend->pool;
 
-    if (pool == NULL || nkeys == 0 || nkeys > nargs) {
+    if (pool == NULL || call->nkeys == 0) {
         return NULL;
     }
 
@@ -872,20 +894,13 @@ ngx_http_throttle_redis_eval(ngx_http_throttle_redis_t *backend,
         }
     }
 
-    cmd = ngx_http_throttle_redis_cmd(pool, args, nargs);
+    cmd = ngx_http_throttle_redis_cmd(pool, call);
     if (cmd == NULL) {
         return NULL;
     }
 
-    cmd->script = script;
-    cmd->nkeys = nkeys;
     cmd->done = done;
     cmd->data = data;
-
-    if (timeout) {
-        cmd->timeout = timeout;
-        cmd->deadline = ngx_current_msec + timeout;
-    }
 
     if (ngx_http_throttle_redis_append_eval(rc, cmd) != NGX_OK) {
         ngx_free(cmd);

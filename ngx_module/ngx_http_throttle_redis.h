@@ -52,21 +52,16 @@ typedef struct {
 typedef void (*ngx_http_throttle_redis_done_pt)(void *data, redisReply *reply,
                                                 const char *err, bool sent);
 
-/* A directive's "name=value" argument: true, and the value, if "arg"
- * starts with "name=" (shared by throttle_zone, throttle, throttle_redis). */
-static inline bool
-ngx_http_throttle_param(ngx_str_t *arg, const char *name, ngx_str_t *value)
-{
-    size_t len = ngx_strlen(name);
-
-    if (arg->len < len || ngx_strncmp(arg->data, name, len) != 0) {
-        return false;
-    }
-
-    value->data = arg->data + len;
-    value->len = arg->len - len;
-    return true;
-}
+/* A script call: its KEYS, and its ARGV, integers (every script of the
+ * module takes integers), sent as decimal strings. */
+typedef struct {
+    const throttle::Script *script;
+    const ngx_str_t        *keys;
+    ngx_uint_t              nkeys;
+    const int64_t          *argv;
+    ngx_uint_t              nargv;
+    ngx_msec_t              timeout; /* for the reply; 0: the backend's */
+} ngx_http_throttle_redis_call_t;
 
 /* throttle_redis NAME server=... (http block) */
 char *ngx_http_throttle_redis_directive(ngx_conf_t  *cf,
@@ -78,17 +73,16 @@ void ngx_http_throttle_redis_exit_worker(
     ngx_http_throttle_redis_t *backend) noexcept;
 
 /*
- * Runs a script with EVALSHA (EVAL once if Redis lacks it): args[0..nkeys)
- * are its KEYS, the rest its ARGV. "timeout" is how long the reply may take
- * (0: the backend's). Returns NULL when the backend cannot take a command
- * now (backing off after failures): the caller decides at once. "done" may
- * be NULL for a command whose answer does not matter.
+ * Runs a script with EVALSHA (EVAL once if Redis lacks it). Returns NULL
+ * when the backend cannot take a command now (backing off after failures):
+ * the caller decides at once. "done" may be NULL for a command whose answer
+ * does not matter.
  */
-ngx_http_throttle_redis_cmd_t *ngx_http_throttle_redis_eval(
-    ngx_http_throttle_redis_t *backend, throttle::ScriptId script,
-    const ngx_str_t *args, ngx_uint_t nkeys, ngx_uint_t nargs,
-    ngx_msec_t timeout, ngx_http_throttle_redis_done_pt done,
-    void *data) noexcept;
+ngx_http_throttle_redis_cmd_t *
+ngx_http_throttle_redis_eval(ngx_http_throttle_redis_t            *backend,
+                             const ngx_http_throttle_redis_call_t *call,
+                             ngx_http_throttle_redis_done_pt       done,
+                             void *data) noexcept;
 
 /* Whether the backend is backing off after failures: commands fail now. */
 bool ngx_http_throttle_redis_backing_off(

@@ -6,6 +6,7 @@
  *                [prefix=throttle:];
  */
 
+#include "ngx_http_throttle_params.h"
 #include "ngx_http_throttle_redis.h"
 
 extern "C" {
@@ -19,29 +20,6 @@ extern "C" {
 
 #define NGX_HTTP_THROTTLE_REDIS_MAX_KEEPALIVE 64
 #define NGX_HTTP_THROTTLE_REDIS_MAX_DATABASE 1000000
-
-static char *
-ngx_http_throttle_redis_bad(ngx_conf_t *cf, ngx_str_t *arg,
-                            const char *why) noexcept
-{
-    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                       "invalid parameter \"%V\" in \"throttle_redis\": %s",
-                       arg, why);
-    return (char *) NGX_CONF_ERROR;
-}
-
-static ngx_int_t
-ngx_http_throttle_redis_msec(ngx_str_t *value, ngx_msec_t *msec) noexcept
-{
-    ngx_int_t n = ngx_parse_time(value, 0);
-
-    if (n == NGX_ERROR || n == 0) {
-        return NGX_ERROR;
-    }
-
-    *msec = (ngx_msec_t) n;
-    return NGX_OK;
-}
 
 #if (NGX_SSL)
 
@@ -114,19 +92,247 @@ ngx_http_throttle_redis_set_tls(ngx_conf_t                *cf,
 
 #endif
 
+/* throttle_redis's parameters, while they are read. */
+typedef struct {
+    ngx_http_throttle_redis_t *backend;
+    ngx_flag_t                 tls_options; /* a tls_* parameter was given */
+} ngx_http_throttle_redis_args_t;
+
+#define ngx_http_throttle_redis_backend(conf)                                  \
+    (((ngx_http_throttle_redis_args_t *) (conf))->backend)
+
+static char *
+ngx_http_throttle_redis_server(ngx_conf_t *cf, ngx_str_t *arg, ngx_str_t *v,
+                               void *conf) noexcept
+{
+    ngx_url_t *url = &ngx_http_throttle_redis_backend(conf)->url;
+
+    url->url = *v;
+    url->default_port = 6379;
+
+    if (ngx_parse_url(cf->pool, url) != NGX_OK) {
+        return ngx_http_throttle_invalid(cf, arg,
+                                         url->err ? url->err : "bad address");
+    }
+
+    if (url->naddrs == 0 || url->family == AF_UNIX) {
+        return ngx_http_throttle_invalid(cf, arg, "need a host and port");
+    }
+
+    return NGX_CONF_OK;
+}
+
+static char *
+ngx_http_throttle_redis_password(ngx_conf_t *cf, ngx_str_t *arg, ngx_str_t *v,
+                                 void *conf) noexcept
+{
+    ngx_http_throttle_redis_backend(conf)->password = *v;
+    return NGX_CONF_OK;
+}
+
+static char *
+ngx_http_throttle_redis_username(ngx_conf_t *cf, ngx_str_t *arg, ngx_str_t *v,
+                                 void *conf) noexcept
+{
+    ngx_http_throttle_redis_backend(conf)->username = *v;
+    return NGX_CONF_OK;
+}
+
+static char *
+ngx_http_throttle_redis_database(ngx_conf_t *cf, ngx_str_t *arg, ngx_str_t *v,
+                                 void *conf) noexcept
+{
+    auto n = throttle::parse_count(ngx_http_throttle_sv(*v),
+                                   NGX_HTTP_THROTTLE_REDIS_MAX_DATABASE);
+    if (!n) {
+        return ngx_http_throttle_invalid(cf, arg,
+                                         "the database is a number, 0 or more");
+    }
+
+    ngx_http_throttle_redis_backend(conf)->database = (ngx_int_t) *n.value;
+    return NGX_CONF_OK;
+}
+
+static char *
+ngx_http_throttle_redis_tls(ngx_conf_t *cf, ngx_str_t *arg, ngx_str_t *v,
+                            void *conf) noexcept
+{
+    ngx_http_throttle_redis_backend(conf)->tls = 1;
+    return NGX_CONF_OK;
+}
+
+static char *
+ngx_http_throttle_redis_tls_verify(ngx_conf_t *cf, ngx_str_t *arg, ngx_str_t *v,
+                                   void *conf) noexcept
+{
+    ngx_http_throttle_redis_args_t *ra =
+        (ngx_http_throttle_redis_args_t *) conf;
+    static ngx_str_t on = ngx_string("on");
+    static ngx_str_t off = ngx_string("off");
+
+    if (ngx_http_throttle_str_eq(*v, on)) {
+        ra->backend->tls_verify = 1;
+
+    } else if (ngx_http_throttle_str_eq(*v, off)) {
+        ra->backend->tls_verify = 0;
+
+    } else {
+        return ngx_http_throttle_invalid(cf, arg, "use on or off");
+    }
+
+    ra->tls_options = 1;
+    return NGX_CONF_OK;
+}
+
+static char *
+ngx_http_throttle_redis_tls_trusted_certificate(ngx_conf_t *cf, ngx_str_t *arg,
+                                                ngx_str_t *v,
+                                                void      *conf) noexcept
+{
+    ngx_http_throttle_redis_args_t *ra =
+        (ngx_http_throttle_redis_args_t *) conf;
+
+    ra->backend->tls_trusted_certificate = *v;
+    ra->tls_options = 1;
+    return NGX_CONF_OK;
+}
+
+static char *
+ngx_http_throttle_redis_tls_name(ngx_conf_t *cf, ngx_str_t *arg, ngx_str_t *v,
+                                 void *conf) noexcept
+{
+    ngx_http_throttle_redis_args_t *ra =
+        (ngx_http_throttle_redis_args_t *) conf;
+
+    ra->backend->tls_name = *v;
+    ra->tls_options = 1;
+    return NGX_CONF_OK;
+}
+
+static char *
+ngx_http_throttle_redis_connect_timeout(ngx_conf_t *cf, ngx_str_t *arg,
+                                        ngx_str_t *v, void *conf) noexcept
+{
+    if (ngx_http_throttle_parse_msec(
+            v, &ngx_http_throttle_redis_backend(conf)->connect_timeout)
+        != NGX_OK)
+    {
+        return ngx_http_throttle_invalid(cf, arg,
+                                         "use a time such as 100ms or 1s");
+    }
+
+    return NGX_CONF_OK;
+}
+
+static char *
+ngx_http_throttle_redis_timeout(ngx_conf_t *cf, ngx_str_t *arg, ngx_str_t *v,
+                                void *conf) noexcept
+{
+    if (ngx_http_throttle_parse_msec(
+            v, &ngx_http_throttle_redis_backend(conf)->timeout)
+        != NGX_OK)
+    {
+        return ngx_http_throttle_invalid(cf, arg,
+                                         "use a time such as 50ms or 1s");
+    }
+
+    return NGX_CONF_OK;
+}
+
+static char *
+ngx_http_throttle_redis_keepalive(ngx_conf_t *cf, ngx_str_t *arg, ngx_str_t *v,
+                                  void *conf) noexcept
+{
+    auto n = throttle::parse_count(ngx_http_throttle_sv(*v),
+                                   NGX_HTTP_THROTTLE_REDIS_MAX_KEEPALIVE);
+    if (!n || *n.value == 0) {
+        return ngx_http_throttle_invalid(cf, arg,
+                                         "connections per worker, 1 to 64");
+    }
+
+    ngx_http_throttle_redis_backend(conf)->keepalive = (ngx_uint_t) *n.value;
+    return NGX_CONF_OK;
+}
+
+static char *
+ngx_http_throttle_redis_prefix(ngx_conf_t *cf, ngx_str_t *arg, ngx_str_t *v,
+                               void *conf) noexcept
+{
+    ngx_http_throttle_redis_backend(conf)->prefix = *v;
+    return NGX_CONF_OK;
+}
+
+static const ngx_http_throttle_param_t ngx_http_throttle_redis_params[] = {
+    {"server=", ngx_http_throttle_redis_server},
+    {"password=", ngx_http_throttle_redis_password},
+    {"username=", ngx_http_throttle_redis_username},
+    {"database=", ngx_http_throttle_redis_database},
+    {"tls", ngx_http_throttle_redis_tls},
+    {"tls_verify=", ngx_http_throttle_redis_tls_verify},
+    {"tls_trusted_certificate=",
+     ngx_http_throttle_redis_tls_trusted_certificate},
+    {"tls_name=", ngx_http_throttle_redis_tls_name},
+    {"connect_timeout=", ngx_http_throttle_redis_connect_timeout},
+    {"timeout=", ngx_http_throttle_redis_timeout},
+    {"keepalive=", ngx_http_throttle_redis_keepalive},
+    {"prefix=", ngx_http_throttle_redis_prefix},
+    {NULL, NULL}};
+
+/* What the parameters must say together, and TLS's setup. */
+static char *
+ngx_http_throttle_redis_check(ngx_conf_t                     *cf,
+                              ngx_http_throttle_redis_args_t *ra) noexcept
+{
+    ngx_http_throttle_redis_t *backend = ra->backend;
+
+    if (backend->url.url.len == 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"throttle_redis\" \"%V\" must have "
+                           "\"server=host:port\" parameter",
+                           &backend->name);
+        return (char *) NGX_CONF_ERROR;
+    }
+
+    if (backend->username.len && backend->password.len == 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"throttle_redis\" \"%V\": \"username=%V\" needs "
+                           "\"password=\"",
+                           &backend->name, &backend->username);
+        return (char *) NGX_CONF_ERROR;
+    }
+
+    if (ra->tls_options && !backend->tls) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"throttle_redis\" \"%V\": tls_* parameters "
+                           "need \"tls\"",
+                           &backend->name);
+        return (char *) NGX_CONF_ERROR;
+    }
+
+    if (!backend->tls) {
+        return NGX_CONF_OK;
+    }
+
+#if (NGX_SSL)
+    return ngx_http_throttle_redis_set_tls(cf, backend);
+#else
+    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                       "\"throttle_redis\" \"%V\": \"tls\" needs nginx built "
+                       "with SSL",
+                       &backend->name);
+    return (char *) NGX_CONF_ERROR;
+#endif
+}
+
 char *
 ngx_http_throttle_redis_directive(ngx_conf_t  *cf,
                                   ngx_array_t *backends) noexcept
 {
-    ngx_str_t                 *value, v;
-    ngx_uint_t                 i;
-    ngx_flag_t                 tls_options = 0;
-    ngx_http_throttle_redis_t *backend, **slot, **all;
+    ngx_str_t                     *value = (ngx_str_t *) cf->args->elts;
+    ngx_http_throttle_redis_t     *backend, **slot;
+    ngx_http_throttle_redis_args_t ra;
 
-    value = (ngx_str_t *) cf->args->elts;
-
-    if (!throttle::valid_zone_name(
-            {(const char *) value[1].data, value[1].len})) {
+    if (!throttle::valid_zone_name(ngx_http_throttle_sv(value[1]))) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "invalid name \"%V\" in \"throttle_redis\": use "
                            "letters, digits, \"_\", \"-\" or \".\"",
@@ -134,17 +340,11 @@ ngx_http_throttle_redis_directive(ngx_conf_t  *cf,
         return (char *) NGX_CONF_ERROR;
     }
 
-    all = (ngx_http_throttle_redis_t **) backends->elts;
-
-    for (i = 0; i < backends->nelts; i++) {
-        if (all[i]->name.len == value[1].len
-            && ngx_strncmp(all[i]->name.data, value[1].data, value[1].len) == 0)
-        {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                               "duplicate \"throttle_redis\" \"%V\"",
-                               &value[1]);
-            return (char *) NGX_CONF_ERROR;
-        }
+    if (ngx_http_throttle_find_named<ngx_http_throttle_redis_t>(backends,
+                                                                value[1])) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "duplicate \"throttle_redis\" \"%V\"", &value[1]);
+        return (char *) NGX_CONF_ERROR;
     }
 
     backend = (ngx_http_throttle_redis_t *) ngx_pcalloc(
@@ -160,157 +360,15 @@ ngx_http_throttle_redis_directive(ngx_conf_t  *cf,
     backend->keepalive = 2;
     ngx_str_set(&backend->prefix, "throttle:");
 
-    for (i = 2; i < cf->args->nelts; i++) {
+    ra.backend = backend;
+    ra.tls_options = 0;
 
-        if (ngx_http_throttle_param(&value[i], "server=", &v)) {
-            backend->url.url = v;
-            backend->url.default_port = 6379;
-
-            if (ngx_parse_url(cf->pool, &backend->url) != NGX_OK) {
-                return ngx_http_throttle_redis_bad(
-                    cf, &value[i],
-                    backend->url.err ? backend->url.err : "bad address");
-            }
-
-            if (backend->url.naddrs == 0 || backend->url.family == AF_UNIX) {
-                return ngx_http_throttle_redis_bad(cf, &value[i],
-                                                   "need a host and port");
-            }
-
-            continue;
-        }
-
-        if (ngx_http_throttle_param(&value[i], "password=", &v)) {
-            backend->password = v;
-            continue;
-        }
-
-        if (ngx_http_throttle_param(&value[i], "username=", &v)) {
-            backend->username = v;
-            continue;
-        }
-
-        if (ngx_http_throttle_param(&value[i], "database=", &v)) {
-            auto n =
-                throttle::parse_count({(const char *) v.data, v.len},
-                                      NGX_HTTP_THROTTLE_REDIS_MAX_DATABASE);
-            if (!n) {
-                return ngx_http_throttle_redis_bad(
-                    cf, &value[i], "the database is a number, 0 or more");
-            }
-
-            backend->database = (ngx_int_t) *n.value;
-            continue;
-        }
-
-        if (value[i].len == 3 && ngx_strncmp(value[i].data, "tls", 3) == 0) {
-            backend->tls = 1;
-            continue;
-        }
-
-        if (ngx_http_throttle_param(&value[i], "tls_verify=", &v)) {
-            if (v.len == 2 && ngx_strncmp(v.data, "on", 2) == 0) {
-                backend->tls_verify = 1;
-
-            } else if (v.len == 3 && ngx_strncmp(v.data, "off", 3) == 0) {
-                backend->tls_verify = 0;
-
-            } else {
-                return ngx_http_throttle_redis_bad(cf, &value[i],
-                                                   "use on or off");
-            }
-
-            tls_options = 1;
-            continue;
-        }
-
-        if (ngx_http_throttle_param(&value[i], "tls_trusted_certificate=", &v))
-        {
-            backend->tls_trusted_certificate = v;
-            tls_options = 1;
-            continue;
-        }
-
-        if (ngx_http_throttle_param(&value[i], "tls_name=", &v)) {
-            backend->tls_name = v;
-            tls_options = 1;
-            continue;
-        }
-
-        if (ngx_http_throttle_param(&value[i], "connect_timeout=", &v)) {
-            if (ngx_http_throttle_redis_msec(&v, &backend->connect_timeout)
-                != NGX_OK) {
-                return ngx_http_throttle_redis_bad(
-                    cf, &value[i], "use a time such as 100ms or 1s");
-            }
-            continue;
-        }
-
-        if (ngx_http_throttle_param(&value[i], "timeout=", &v)) {
-            if (ngx_http_throttle_redis_msec(&v, &backend->timeout) != NGX_OK) {
-                return ngx_http_throttle_redis_bad(
-                    cf, &value[i], "use a time such as 50ms or 1s");
-            }
-            continue;
-        }
-
-        if (ngx_http_throttle_param(&value[i], "keepalive=", &v)) {
-            auto n =
-                throttle::parse_count({(const char *) v.data, v.len},
-                                      NGX_HTTP_THROTTLE_REDIS_MAX_KEEPALIVE);
-            if (!n || *n.value == 0) {
-                return ngx_http_throttle_redis_bad(
-                    cf, &value[i], "connections per worker, 1 to 64");
-            }
-
-            backend->keepalive = (ngx_uint_t) *n.value;
-            continue;
-        }
-
-        if (ngx_http_throttle_param(&value[i], "prefix=", &v)) {
-            backend->prefix = v;
-            continue;
-        }
-
-        return ngx_http_throttle_redis_bad(cf, &value[i], "unknown");
-    }
-
-    if (backend->url.url.len == 0) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "\"throttle_redis\" \"%V\" must have "
-                           "\"server=host:port\" parameter",
-                           &value[1]);
+    if (ngx_http_throttle_parse_params(cf, 2, ngx_http_throttle_redis_params,
+                                       &ra)
+            != NGX_CONF_OK
+        || ngx_http_throttle_redis_check(cf, &ra) != NGX_CONF_OK)
+    {
         return (char *) NGX_CONF_ERROR;
-    }
-
-    if (backend->username.len && backend->password.len == 0) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "\"throttle_redis\" \"%V\": \"username=%V\" needs "
-                           "\"password=\"",
-                           &value[1], &backend->username);
-        return (char *) NGX_CONF_ERROR;
-    }
-
-    if (tls_options && !backend->tls) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "\"throttle_redis\" \"%V\": tls_* parameters "
-                           "need \"tls\"",
-                           &value[1]);
-        return (char *) NGX_CONF_ERROR;
-    }
-
-    if (backend->tls) {
-#if (NGX_SSL)
-        if (ngx_http_throttle_redis_set_tls(cf, backend) != NGX_CONF_OK) {
-            return (char *) NGX_CONF_ERROR;
-        }
-#else
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "\"throttle_redis\" \"%V\": \"tls\" needs nginx "
-                           "built with SSL",
-                           &value[1]);
-        return (char *) NGX_CONF_ERROR;
-#endif
     }
 
     slot = (ngx_http_throttle_redis_t **) ngx_array_push(backends);

@@ -1,13 +1,14 @@
 /*
  * Strict mode: a Redis-backed zone's decision is one EVALSHA of its
- * algorithm's script (gcra.lua, fixed_window.lua, ...), sent without
- * blocking; the request resumes when every zone of it has
- * answered (or failed, within the backend's timeout).
+ * algorithm's script (throttle::Policy::decision_call()), sent without
+ * blocking; the request resumes when every zone of it has answered (or
+ * failed, within the backend's timeout). Afterwards a rejection is
+ * remembered in the zone, and a charge the request did not use (another
+ * zone refused it) is given back.
  */
 
 #include "ngx_http_throttle_module.h"
 
-#include "throttle/clock.hpp"
 #include "throttle/redis.hpp"
 
 #include <hiredis/hiredis.h>
@@ -28,26 +29,12 @@ ngx_http_throttle_strict_cleanup(void *data) noexcept
 }
 
 static void
-ngx_http_throttle_strict_log(ngx_http_throttle_zone_t *zone,
-                             std::string_view          message) noexcept
-{
-    if (zone->error_logged_at
-        && ngx_current_msec - zone->error_logged_at < 1000) {
-        return; /* a line a second is enough to tell */
-    }
-
-    zone->error_logged_at = ngx_current_msec;
-    ngx_log_error(NGX_LOG_ERR, ngx_cycle->log, 0,
-                  "throttle zone \"%V\": Redis answered: %*s", &zone->name,
-                  ngx_min(message.size(), (size_t) 200), message.data());
-}
-
-static void
 ngx_http_throttle_strict_done(void *data, redisReply *reply, const char *err,
                               bool sent) noexcept
 {
     ngx_http_throttle_check_t *check = (ngx_http_throttle_check_t *) data;
     ngx_http_throttle_ctx_t   *ctx = check->ctx;
+    ngx_http_throttle_zone_t  *zone = check->zone;
 
     check->cmd = NULL;
 
@@ -55,18 +42,24 @@ ngx_http_throttle_strict_done(void *data, redisReply *reply, const char *err,
         check->failed = 1; /* the transport has logged why */
 
     } else {
-        throttle::ScriptReply decoded = throttle::decode_decision_reply(
-            reply,
-            throttle::strict_scripts(check->zone->policy.algorithm).tokens);
+        throttle::ScriptReply decoded = zone->policy.read_decision(reply);
 
-        if (decoded.kind == throttle::ScriptReply::ok) {
+        if (decoded.ok) {
             check->decision.result = decoded.result;
             check->tokens[0] = decoded.tokens[0];
             check->tokens[1] = decoded.tokens[1];
 
         } else {
             check->failed = 1;
-            ngx_http_throttle_strict_log(check->zone, decoded.message);
+
+            if (ngx_http_throttle_log_due(&zone->redis_log, ngx_current_msec,
+                                          1000)) {
+                ngx_log_error(NGX_LOG_ERR, ngx_cycle->log, 0,
+                              "throttle zone \"%V\": Redis answered: %*s",
+                              &zone->name,
+                              ngx_min(decoded.message.size(), (size_t) 200),
+                              decoded.message.data());
+            }
         }
     }
 
@@ -75,48 +68,39 @@ ngx_http_throttle_strict_done(void *data, redisReply *reply, const char *err,
     }
 }
 
-static u_char *
-ngx_http_throttle_strict_number(ngx_pool_t *pool, ngx_str_t *out,
-                                int64_t value) noexcept
-{
-    u_char *p = (u_char *) ngx_pnalloc(pool, NGX_INT64_LEN);
-
-    if (p) {
-        out->data = p;
-        out->len = ngx_sprintf(p, "%L", value) - p;
-    }
-
-    return p;
-}
-
-/* Script arguments as strings in the request's pool; false if out of
+/* The key's name in Redis, in the request's pool; false if out of
  * memory. */
 static bool
-ngx_http_throttle_strict_argv(ngx_pool_t *pool, const throttle::ScriptArgs &a,
-                              ngx_str_t *argv) noexcept
+ngx_http_throttle_strict_key(ngx_pool_t                *pool,
+                             ngx_http_throttle_check_t *check) noexcept
 {
-    size_t i;
+    ngx_http_throttle_zone_t *zone = check->zone;
+    u_char                   *p;
 
-    for (i = 0; i < a.n; i++) {
-        if (ngx_http_throttle_strict_number(pool, &argv[i], a.values[i])
-            == NULL) {
-            return false;
-        }
+    p = (u_char *) ngx_pnalloc(
+        pool,
+        throttle::max_redis_key_len(zone->redis->prefix.len, zone->name.len));
+    if (p == NULL) {
+        return false;
     }
 
+    check->redis_key.data = p;
+    check->redis_key.len = throttle::format_redis_key(
+        (char *) p, ngx_http_throttle_sv(zone->redis->prefix),
+        ngx_http_throttle_sv(zone->name), check->key);
     return true;
 }
 
+/* Sends the decision of each strict zone; returns how many are awaited. */
 ngx_uint_t
 ngx_http_throttle_strict_send(ngx_http_throttle_ctx_t *ctx) noexcept
 {
-    ngx_uint_t                 i, nargs;
-    ngx_str_t                  args[5];
-    ngx_pool_cleanup_t        *cln;
-    ngx_http_request_t        *r = ctx->request;
-    ngx_http_throttle_zone_t  *zone;
-    ngx_http_throttle_check_t *check;
-    u_char                    *p;
+    ngx_uint_t                     i;
+    ngx_pool_cleanup_t            *cln;
+    ngx_http_request_t            *r = ctx->request;
+    ngx_http_throttle_zone_t      *zone;
+    ngx_http_throttle_check_t     *check;
+    ngx_http_throttle_redis_call_t call;
 
     cln = ngx_pool_cleanup_add(r->pool, 0);
     if (cln == NULL) {
@@ -138,35 +122,22 @@ ngx_http_throttle_strict_send(ngx_http_throttle_ctx_t *ctx) noexcept
 
         check->failed = 1;
 
-        p = (u_char *) ngx_pnalloc(
-            r->pool,
-            throttle::max_redis_key_len(zone->redis->prefix.len,
-                                        zone->name.len));
-        if (p == NULL) {
+        if (!ngx_http_throttle_strict_key(r->pool, check)) {
             continue;
         }
 
-        check->redis_key.data = p;
-        check->redis_key.len = throttle::format_redis_key(
-            (char *) p,
-            {(const char *) zone->redis->prefix.data, zone->redis->prefix.len},
-            {(const char *) zone->name.data, zone->name.len}, check->key);
+        throttle::ScriptCall decision = zone->policy.decision_call(check->cost);
 
-        args[0] = check->redis_key;
-        throttle::ScriptArgs argv =
-            throttle::strict_args(zone->policy, check->cost);
+        call.script = decision.script;
+        call.keys = &check->redis_key;
+        call.nkeys = 1;
+        call.argv = decision.args.values;
+        call.nargv = decision.args.n;
+        call.timeout = 0;
 
-        if (!ngx_http_throttle_strict_argv(r->pool, argv, &args[1])) {
-            continue;
-        }
-
-        nargs = argv.n;
-
-        check->sent_at = ngx_http_throttle_now(zone);
+        check->sent_at = zone->policy.now_us();
         check->cmd = ngx_http_throttle_redis_eval(
-            zone->redis,
-            throttle::strict_scripts(zone->policy.algorithm).decide, args, 1,
-            1 + nargs, 0, ngx_http_throttle_strict_done, check);
+            zone->redis, &call, ngx_http_throttle_strict_done, check);
 
         if (check->cmd) {
             check->failed = 0;
@@ -177,51 +148,23 @@ ngx_http_throttle_strict_send(ngx_http_throttle_ctx_t *ctx) noexcept
     return --ctx->pending;
 }
 
-/* What Redis's rejection lets the zone reject by itself, and until when. */
+/* Gives back what Redis charged for a request another zone refused. */
 static void
-ngx_http_throttle_strict_remember(ngx_http_throttle_check_t *check, int64_t now,
-                                  ngx_log_t *log) noexcept
+ngx_http_throttle_strict_refund(ngx_http_throttle_check_t *check) noexcept
 {
-    throttle::KeyState              tat;
-    throttle::RememberedDenial      denial;
-    const throttle::ThrottleResult &res = check->decision.result;
+    ngx_http_throttle_zone_t      *zone = check->zone;
+    ngx_http_throttle_redis_call_t call;
+    throttle::ScriptCall           refund =
+        zone->policy.refund_call(check->cost, check->tokens);
 
-    if (check->zone->policy.algorithm == throttle::Algorithm::gcra) {
-        /* a lower bound of the TAT, which only grows */
-        tat.words[0] = check->sent_at + res.reset_after_us;
-        ngx_http_throttle_cache_denial(check, tat, tat.words[0], now, log);
-        return;
-    }
+    call.script = refund.script;
+    call.keys = &check->redis_key;
+    call.nkeys = 1;
+    call.argv = refund.args.values;
+    call.nargv = refund.args.n;
+    call.timeout = 0;
 
-    denial = throttle::remember_denial(res, check->cost, check->sent_at);
-
-    if (denial.expire_at_us) {
-        ngx_http_throttle_cache_denial(check, denial.state, denial.expire_at_us,
-                                       now, log);
-    }
-}
-
-/* Gives back what Redis charged for a request another zone refused; the
- * refund script's ARGV is the algorithm's (see the refund scripts in
- * src/scripts). */
-static void
-ngx_http_throttle_strict_refund(ngx_http_request_t        *r,
-                                ngx_http_throttle_check_t *check) noexcept
-{
-    ngx_str_t                 args[4];
-    ngx_http_throttle_zone_t *zone = check->zone;
-    throttle::ScriptArgs      argv =
-        throttle::refund_args(zone->policy, check->cost, check->tokens);
-
-    args[0] = check->redis_key;
-
-    if (!ngx_http_throttle_strict_argv(r->pool, argv, &args[1])) {
-        return;
-    }
-
-    (void) ngx_http_throttle_redis_eval(
-        zone->redis, throttle::strict_scripts(zone->policy.algorithm).refund,
-        args, 1, 1 + argv.n, 0, NULL, NULL);
+    (void) ngx_http_throttle_redis_eval(zone->redis, &call, NULL, NULL);
 }
 
 void
@@ -229,9 +172,9 @@ ngx_http_throttle_strict_settle(ngx_http_throttle_ctx_t *ctx,
                                 bool                     admitted) noexcept
 {
     ngx_uint_t                 i;
-    ngx_http_request_t        *r = ctx->request;
     ngx_http_throttle_zone_t  *zone;
     ngx_http_throttle_check_t *check;
+    ngx_log_t                 *log = ctx->request->connection->log;
 
     for (i = 0; i < ctx->nchecks; i++) {
         check = &ctx->checks[i];
@@ -242,13 +185,12 @@ ngx_http_throttle_strict_settle(ngx_http_throttle_ctx_t *ctx,
         }
 
         if (check->decision.result.limited) {
-            ngx_http_throttle_strict_remember(
-                check, ngx_http_throttle_now(zone), r->connection->log);
+            ngx_http_throttle_remember(check, log);
             continue;
         }
 
         if (!admitted && check->cost > 0) {
-            ngx_http_throttle_strict_refund(r, check);
+            ngx_http_throttle_strict_refund(check);
         }
     }
 }

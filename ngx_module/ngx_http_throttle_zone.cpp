@@ -1,17 +1,18 @@
 /*
  * The shared-memory zone: an rbtree of keys by hash plus an LRU queue, in
- * the zone's slab pool. Every function but init_zone runs with the pool's
- * mutex held by the caller.
+ * the zone's slab pool, as limit_req's. The functions that read or write
+ * keys run with the pool's mutex held by their caller, but for
+ * ngx_http_throttle_remember() and init_zone, which take it themselves.
  *
  * A decision is made in two steps so that several zones can be checked
  * together and charged only if all pass: lookup (read), then, if the
  * request goes through, reserve (allocate what is missing; may fail) and
- * commit (write; cannot fail).
+ * commit (write; cannot fail). What a key's node holds is the core's
+ * (throttle::StoredKey, and log_slots words after the key's data).
  */
 
 #include "ngx_http_throttle_module.h"
-
-#include <cstring>
+#include "ngx_http_throttle_params.h"
 
 /* Expired nodes freed per lookup: enough to keep up with the arrivals. */
 #define NGX_HTTP_THROTTLE_SWEEP 2
@@ -34,15 +35,8 @@ ngx_http_throttle_compare(ngx_http_throttle_node_t *tn, const u_char *data,
     return ngx_memcmp(tn->data, data, len);
 }
 
-/* Timestamp slots a key of the zone keeps beside its state: a local
- * sliding_log's ring (a strict zone's nodes only cache Redis's denials). */
-static size_t
-ngx_http_throttle_log_slots(const ngx_http_throttle_zone_t *zone) noexcept
-{
-    return ngx_http_throttle_strict(zone) ? 0
-                                          : (size_t) zone->policy.log_slots();
-}
-
+/* Where a key's words (throttle::Policy::log_slots) start: after its
+ * data, aligned. */
 static size_t
 ngx_http_throttle_log_offset(size_t key_len) noexcept
 {
@@ -51,20 +45,21 @@ ngx_http_throttle_log_offset(size_t key_len) noexcept
 }
 
 static int64_t *
-ngx_http_throttle_log(ngx_http_throttle_node_t *tn) noexcept
+ngx_http_throttle_node_log(ngx_http_throttle_node_t *tn) noexcept
 {
     return (int64_t *) ((u_char *) tn + ngx_http_throttle_log_offset(tn->len));
 }
 
-/* The slab allocation of a key's node: the key, and a sliding_log's ring. */
+/* The slab allocation of a key's node: the key, and its words. */
 static size_t
 ngx_http_throttle_node_size(const ngx_http_throttle_zone_t *zone,
                             size_t                          key_len) noexcept
 {
-    if (ngx_http_throttle_log_slots(zone)) {
+    size_t words = (size_t) zone->policy.log_slots;
+
+    if (words) {
         return offsetof(ngx_rbtree_node_t, color)
-            + ngx_http_throttle_log_offset(key_len)
-            + ngx_http_throttle_log_slots(zone) * sizeof(int64_t);
+            + ngx_http_throttle_log_offset(key_len) + words * sizeof(int64_t);
     }
 
     return offsetof(ngx_rbtree_node_t, color)
@@ -128,7 +123,7 @@ ngx_http_throttle_delete(ngx_http_throttle_zone_t *zone,
         /* an async key evicted before its consumption reached Redis */
         ngx_queue_remove(&tn->dirty);
         zone->sh->dropped_units +=
-            throttle::pending_total(zone->policy, tn->pending);
+            zone->policy.pending_total(tn->stored.pending);
     }
 
     ngx_queue_remove(&tn->queue);
@@ -149,7 +144,7 @@ ngx_http_throttle_expire(ngx_http_throttle_zone_t *zone, ngx_uint_t n,
         q = ngx_queue_last(&zone->sh->queue);
         tn = ngx_queue_data(q, ngx_http_throttle_node_t, queue);
 
-        if (tn->expire_at > now || tn->sync_rounds) {
+        if (tn->stored.expire_at_us > now || tn->sync_rounds) {
             return;
         }
 
@@ -170,8 +165,9 @@ ngx_http_throttle_evict(ngx_http_throttle_zone_t *zone, int64_t now,
     q = ngx_queue_last(&zone->sh->queue);
     tn = ngx_queue_data(q, ngx_http_throttle_node_t, queue);
 
-    if (tn->expire_at > now && now - zone->sh->evict_logged >= 60000000) {
-        zone->sh->evict_logged = now;
+    if (tn->stored.expire_at_us > now
+        && ngx_http_throttle_log_due(&zone->sh->evict_log, now, 60000000))
+    {
         ngx_log_error(NGX_LOG_WARN, log, 0,
                       "throttle zone \"%V\" is full: evicting keys that are "
                       "still limited, which lets them start afresh; "
@@ -215,11 +211,11 @@ ngx_http_throttle_find_node(ngx_http_throttle_zone_t *zone, const u_char *data,
 
 /* Finds the check's node, if the zone holds its key. */
 static void
-ngx_http_throttle_find(ngx_http_throttle_check_t *check, int64_t now) noexcept
+ngx_http_throttle_find(ngx_http_throttle_check_t *check) noexcept
 {
     const throttle::ZoneKey &key = check->key;
 
-    ngx_http_throttle_expire(check->zone, NGX_HTTP_THROTTLE_SWEEP, now);
+    ngx_http_throttle_expire(check->zone, NGX_HTTP_THROTTLE_SWEEP, check->now);
 
     check->hash = ngx_murmur_hash2((u_char *) key.data(), key.size());
     check->fresh = NULL;
@@ -228,71 +224,50 @@ ngx_http_throttle_find(ngx_http_throttle_check_t *check, int64_t now) noexcept
 }
 
 void
-ngx_http_throttle_lookup(ngx_http_throttle_check_t *check, int64_t now) noexcept
+ngx_http_throttle_lookup(ngx_http_throttle_check_t *check) noexcept
 {
-    ngx_http_throttle_node_t       *tn;
-    const ngx_http_throttle_zone_t *zone = check->zone;
-    const throttle::Policy         &policy = zone->policy;
-    bool                            live;
+    ngx_http_throttle_node_t *tn;
 
-    ngx_http_throttle_find(check, now);
+    ngx_http_throttle_find(check);
 
     tn = check->node;
-    live = tn && tn->expire_at > now;
-
-    if (ngx_http_throttle_strict(zone)
-        && policy.algorithm != throttle::Algorithm::gcra)
-    {
-        check->decision = throttle::recall_denial(
-            live ? &tn->state : NULL, live ? tn->expire_at : 0, policy.limit(),
-            now, check->cost);
-        return;
-    }
-
-    check->decision = throttle::decide(
-        policy, live ? &tn->state : NULL, now, check->cost,
-        live && ngx_http_throttle_log_slots(zone) ? ngx_http_throttle_log(tn)
-                                                  : NULL);
-
-    if (ngx_http_throttle_log_slots(zone) && !check->decision.result.limited
-        && check->cost > 0)
-    {
-        check->decision.store = true; /* commit records the entries */
-    }
+    check->decision = check->zone->policy.decide(
+        tn ? &tn->stored : NULL, tn ? ngx_http_throttle_node_log(tn) : NULL,
+        check->now, check->cost);
 }
 
 /*
- * The denial cache of a Redis-backed zone: what Redis's rejection lets the
- * zone reject by itself until "expire_at" (already in the zone's clock, and
- * never later than the truth: it is measured from when the command was
- * sent). For GCRA it is a lower bound of the key's TAT, which only grows;
- * for the window algorithms see throttle/denial.hpp.
+ * A strict zone keeps what Redis's rejection lets it reject by itself
+ * (throttle::Policy::remember_rejection()); the request still gets Redis's
+ * answer.
  */
 void
-ngx_http_throttle_cache_denial(ngx_http_throttle_check_t *check,
-                               const throttle::KeyState  &state,
-                               int64_t expire_at, int64_t now,
-                               ngx_log_t *log) noexcept
+ngx_http_throttle_remember(ngx_http_throttle_check_t *check,
+                           ngx_log_t                 *log) noexcept
 {
-    ngx_shmtx_lock(&check->zone->shpool->mutex);
+    ngx_http_throttle_zone_t      *zone = check->zone;
+    const throttle::ThrottleResult answer = check->decision.result;
 
-    ngx_http_throttle_find(check, now);
+    ngx_shmtx_lock(&zone->shpool->mutex);
 
-    check->decision.store = true;
-    check->decision.state = state;
-    check->decision.expire_at_us = expire_at;
+    check->now = zone->policy.now_us();
+    ngx_http_throttle_find(check);
 
-    if (expire_at > now && ngx_http_throttle_reserve(check, now, log) == NGX_OK)
-    {
-        ngx_http_throttle_commit(check, now);
+    check->decision = zone->policy.remember_rejection(
+        answer, check->cost, check->sent_at, check->now);
+
+    if (ngx_http_throttle_reserve(check, log) == NGX_OK) {
+        ngx_http_throttle_commit(check);
     }
 
-    ngx_shmtx_unlock(&check->zone->shpool->mutex);
+    ngx_shmtx_unlock(&zone->shpool->mutex);
+
+    check->decision.result = answer;
 }
 
 ngx_int_t
-ngx_http_throttle_reserve(ngx_http_throttle_check_t *check, int64_t now,
-                          ngx_log_t *log) noexcept
+ngx_http_throttle_reserve(ngx_http_throttle_check_t *check,
+                          ngx_log_t                 *log) noexcept
 {
     const throttle::ZoneKey  &key = check->key;
     ngx_http_throttle_zone_t *zone = check->zone;
@@ -312,13 +287,13 @@ ngx_http_throttle_reserve(ngx_http_throttle_check_t *check, int64_t now,
          && !ngx_queue_empty(&zone->sh->queue);
          evicted++)
     {
-        ngx_http_throttle_evict(zone, now, log);
+        ngx_http_throttle_evict(zone, check->now, log);
         node = (ngx_rbtree_node_t *) ngx_slab_alloc_locked(zone->shpool, size);
     }
 
     if (node == NULL) {
-        if (now - zone->sh->full_logged >= 1000000) {
-            zone->sh->full_logged = now;
+        if (ngx_http_throttle_log_due(&zone->sh->full_log, check->now, 1000000))
+        {
             ngx_log_error(NGX_LOG_ERR, log, 0,
                           "throttle zone \"%V\" is full and evicting %ui "
                           "keys did not free room for one more",
@@ -331,8 +306,7 @@ ngx_http_throttle_reserve(ngx_http_throttle_check_t *check, int64_t now,
     tn = (ngx_http_throttle_node_t *) &node->color;
     tn->hashed = key.hashed() ? 1 : 0;
     tn->sync_rounds = 0;
-    tn->pending = 0;
-    tn->pending_since = 0;
+    tn->stored = throttle::StoredKey{};
     tn->len = (u_short) key.size();
     ngx_memcpy(tn->data, key.data(), key.size());
 
@@ -351,9 +325,10 @@ ngx_http_throttle_release(ngx_http_throttle_check_t *check) noexcept
 }
 
 void
-ngx_http_throttle_commit(ngx_http_throttle_check_t *check, int64_t now) noexcept
+ngx_http_throttle_commit(ngx_http_throttle_check_t *check) noexcept
 {
     ngx_http_throttle_node_t *tn;
+    ngx_http_throttle_zone_t *zone = check->zone;
 
     if (!check->decision.store) {
         return;
@@ -367,36 +342,16 @@ ngx_http_throttle_commit(ngx_http_throttle_check_t *check, int64_t now) noexcept
     } else {
         tn = check->fresh;
         check->fresh = NULL;
-        tn->expire_at = 0;
-        ngx_rbtree_insert(&check->zone->sh->rbtree,
-                          ngx_http_throttle_rbnode(tn));
+        ngx_rbtree_insert(&zone->sh->rbtree, ngx_http_throttle_rbnode(tn));
     }
 
-    if (ngx_http_throttle_log_slots(check->zone)) {
-        if (tn->expire_at <= now) {
-            tn->state = throttle::KeyState{}; /* every entry has left */
-        }
+    zone->policy.commit(check->decision, check->now, check->cost, tn->stored,
+                        ngx_http_throttle_node_log(tn));
 
-        tn->expire_at = throttle::sliding_log_record(
-            check->zone->policy.window, tn->state, ngx_http_throttle_log(tn),
-            now, check->cost);
+    ngx_queue_insert_head(&zone->sh->queue, &tn->queue);
 
-    } else {
-        tn->state = check->decision.state;
-        tn->expire_at = check->decision.expire_at_us;
-    }
-
-    ngx_queue_insert_head(&check->zone->sh->queue, &tn->queue);
-
-    if (check->zone->sync == NGX_HTTP_THROTTLE_SYNC_ASYNC) {
-        /* what this node charged since its last sync, for the next one */
-        throttle::PendingUnits p = throttle::charge_pending(
-            check->zone->policy, {tn->pending, tn->pending_since}, check->cost,
-            now, tn->state);
-        tn->pending = p.units;
-        tn->pending_since = p.since;
-
-        ngx_http_throttle_mark_dirty(check->zone, tn);
+    if (ngx_http_throttle_async(zone)) {
+        ngx_http_throttle_mark_dirty(zone, tn);
     }
 }
 
@@ -433,10 +388,9 @@ ngx_http_throttle_forget_syncs(ngx_http_throttle_zone_t *zone,
         tn = ngx_queue_data(q, ngx_http_throttle_node_t, dirty);
         ngx_queue_remove(q);
 
-        units += throttle::pending_total(zone->policy, tn->pending);
-        keys += tn->pending ? 1 : 0;
-        tn->pending = 0;
-        tn->pending_since = 0;
+        units += zone->policy.pending_total(tn->stored.pending);
+        keys += tn->stored.pending.units ? 1 : 0;
+        tn->stored.pending = throttle::PendingUnits{};
         tn->sync_rounds = 0;
     }
 
@@ -452,96 +406,54 @@ ngx_http_throttle_forget_syncs(ngx_http_throttle_zone_t *zone,
     }
 }
 
-ngx_int_t
-ngx_http_throttle_init_zone(ngx_shm_zone_t *shm_zone, void *data) noexcept
+/* A reload: the zone kept its name and size, so it keeps its keys,
+ * unless they no longer mean the same thing. */
+static ngx_int_t
+ngx_http_throttle_reuse_zone(ngx_shm_zone_t           *shm_zone,
+                             ngx_http_throttle_zone_t *ozone) noexcept
 {
-    ngx_http_throttle_zone_t *ozone = (ngx_http_throttle_zone_t *) data;
-    ngx_http_throttle_zone_t *zone;
-    size_t                    len, size;
-    void                     *node;
+    const char               *refusal;
+    throttle::Message         why;
+    ngx_http_throttle_zone_t *zone =
+        (ngx_http_throttle_zone_t *) shm_zone->data;
 
-    zone = (ngx_http_throttle_zone_t *) shm_zone->data;
-
-    if (ozone) {
-        /* a reload: the zone kept its name and size, so keep its keys,
-         * unless they no longer mean the same thing */
-
-        if (zone->key.value.len != ozone->key.value.len
-            || ngx_strncmp(zone->key.value.data, ozone->key.value.data,
-                           zone->key.value.len)
-                != 0)
-        {
-            ngx_log_error(NGX_LOG_EMERG, shm_zone->shm.log, 0,
-                          "throttle_zone \"%V\" uses the \"%V\" key while "
-                          "previously it used the \"%V\" key; rename the "
-                          "zone or change its size to start afresh",
-                          &shm_zone->shm.name, &zone->key.value,
-                          &ozone->key.value);
-            return NGX_ERROR;
-        }
-
-        if (zone->policy.algorithm != ozone->policy.algorithm) {
-            std::string_view was =
-                throttle::algorithm_name(ozone->policy.algorithm);
-            std::string_view is =
-                throttle::algorithm_name(zone->policy.algorithm);
-
-            ngx_log_error(NGX_LOG_EMERG, shm_zone->shm.log, 0,
-                          "throttle_zone \"%V\" changed its algorithm from "
-                          "%*s to %*s; rename the zone or change its size to "
-                          "start afresh",
-                          &shm_zone->shm.name, was.size(), was.data(),
-                          is.size(), is.data());
-            return NGX_ERROR;
-        }
-
-        /* a window zone's nodes hold its counts, or in strict mode what
-         * it remembers of Redis's denials: not to be read as the other */
-        if (zone->policy.algorithm != throttle::Algorithm::gcra
-            && ngx_http_throttle_strict(zone)
-                != ngx_http_throttle_strict(ozone))
-        {
-            ngx_log_error(NGX_LOG_EMERG, shm_zone->shm.log, 0,
-                          "throttle_zone \"%V\" changed to or from "
-                          "sync=strict; rename the zone or change its size "
-                          "to start afresh",
-                          &shm_zone->shm.name);
-            return NGX_ERROR;
-        }
-
-        /* the rings were allocated for the old limit */
-        if (ngx_http_throttle_log_slots(zone)
-            != ngx_http_throttle_log_slots(ozone)) {
-            ngx_log_error(NGX_LOG_EMERG, shm_zone->shm.log, 0,
-                          "throttle_zone \"%V\" changed the limit of its "
-                          "sliding_log from %uz to %uz; rename the zone or "
-                          "change its size to start afresh",
-                          &shm_zone->shm.name,
-                          ngx_http_throttle_log_slots(ozone),
-                          ngx_http_throttle_log_slots(zone));
-            return NGX_ERROR;
-        }
-
-        zone->sh = ozone->sh;
-        zone->shpool = ozone->shpool;
-
-        if (ozone->sync == NGX_HTTP_THROTTLE_SYNC_ASYNC
-            && zone->sync != NGX_HTTP_THROTTLE_SYNC_ASYNC)
-        {
-            ngx_http_throttle_forget_syncs(zone, shm_zone->shm.log);
-        }
-
-        return NGX_OK;
+    if (!ngx_http_throttle_str_eq(zone->key.value, ozone->key.value)) {
+        ngx_log_error(NGX_LOG_EMERG, shm_zone->shm.log, 0,
+                      "throttle_zone \"%V\" uses the \"%V\" key while "
+                      "previously it used the \"%V\" key; rename the zone or "
+                      "change its size to start afresh",
+                      &shm_zone->shm.name, &zone->key.value, &ozone->key.value);
+        return NGX_ERROR;
     }
 
-    zone->shpool = (ngx_slab_pool_t *) shm_zone->shm.addr;
-
-    if (shm_zone->shm.exists) {
-        zone->sh = (ngx_http_throttle_shctx_t *) zone->shpool->data;
-        return NGX_OK;
+    refusal = throttle::reload_refusal(ozone->policy, zone->policy, why);
+    if (refusal) {
+        ngx_log_error(NGX_LOG_EMERG, shm_zone->shm.log, 0,
+                      "throttle_zone \"%V\" %s; rename the zone or change its "
+                      "size to start afresh",
+                      &shm_zone->shm.name, refusal);
+        return NGX_ERROR;
     }
 
-    zone->sh = (ngx_http_throttle_shctx_t *) ngx_slab_alloc(
+    zone->sh = ozone->sh;
+    zone->shpool = ozone->shpool;
+
+    if (ngx_http_throttle_async(ozone) && !ngx_http_throttle_async(zone)) {
+        ngx_http_throttle_forget_syncs(zone, shm_zone->shm.log);
+    }
+
+    return NGX_OK;
+}
+
+/* A new zone: its bookkeeping, and room for at least one key. */
+static ngx_int_t
+ngx_http_throttle_new_zone(ngx_shm_zone_t           *shm_zone,
+                           ngx_http_throttle_zone_t *zone) noexcept
+{
+    size_t len, size;
+    void  *node;
+
+    zone->sh = (ngx_http_throttle_shctx_t *) ngx_slab_calloc(
         zone->shpool, sizeof(ngx_http_throttle_shctx_t));
     if (zone->sh == NULL) {
         return NGX_ERROR;
@@ -553,13 +465,6 @@ ngx_http_throttle_init_zone(ngx_shm_zone_t *shm_zone, void *data) noexcept
                     ngx_http_throttle_rbtree_insert_value);
     ngx_queue_init(&zone->sh->queue);
     ngx_queue_init(&zone->sh->dirty);
-    zone->sh->flush_at = 0;
-    zone->sh->flusher = 0;
-    zone->sh->flusher_until = 0;
-    zone->sh->dropped_units = 0;
-    zone->sh->failing = 0;
-    zone->sh->full_logged = 0;
-    zone->sh->evict_logged = 0;
 
     len = sizeof(" in throttle zone \"\"") + shm_zone->shm.name.len;
 
@@ -590,4 +495,25 @@ ngx_http_throttle_init_zone(ngx_shm_zone_t *shm_zone, void *data) noexcept
     ngx_slab_free(zone->shpool, node);
 
     return NGX_OK;
+}
+
+ngx_int_t
+ngx_http_throttle_init_zone(ngx_shm_zone_t *shm_zone, void *data) noexcept
+{
+    ngx_http_throttle_zone_t *ozone = (ngx_http_throttle_zone_t *) data;
+    ngx_http_throttle_zone_t *zone =
+        (ngx_http_throttle_zone_t *) shm_zone->data;
+
+    if (ozone) {
+        return ngx_http_throttle_reuse_zone(shm_zone, ozone);
+    }
+
+    zone->shpool = (ngx_slab_pool_t *) shm_zone->shm.addr;
+
+    if (shm_zone->shm.exists) {
+        zone->sh = (ngx_http_throttle_shctx_t *) zone->shpool->data;
+        return NGX_OK;
+    }
+
+    return ngx_http_throttle_new_zone(shm_zone, zone);
 }

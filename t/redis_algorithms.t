@@ -41,12 +41,8 @@ our %SHORT = (fixed_window => 'fw', sliding_window => 'sw', sliding_log => 'sl')
 our @ALGORITHMS = qw(fixed_window sliding_window sliding_log);
 
 # SHA1 of src/scripts/NAME.lua, as the module sends it with EVALSHA.
-our %SHA = map {
-    my $path = "$FindBin::Bin/../src/scripts/$_.lua";
-    open my $fh, '<', $path or die "$path: $!";
-    local $/;
-    ($_ => sha1_hex(scalar <$fh>));
-} map { ($_, "${_}_refund") } @ALGORITHMS, 'gcra';
+our %SHA = map { ($_ => sha1_hex(RedisServer::script_source($_))) }
+    map { ($_, "${_}_refund") } @ALGORITHMS, 'gcra';
 
 # Sleeps past the next turn of the hour if it is due within $secs: a block
 # that counts units must not see its window turn.
@@ -162,10 +158,8 @@ sub all_expire {
 sub load_scripts {
     my ($redis) = @_;
     for my $name (sort keys %SHA) {
-        my $path = "$FindBin::Bin/../src/scripts/$name.lua";
-        open my $fh, '<', $path or die "$path: $!";
-        local $/;
-        my $sha = $redis->cmd('SCRIPT', 'LOAD', scalar <$fh>);
+        my $sha = $redis->cmd('SCRIPT', 'LOAD',
+                              RedisServer::script_source($name));
         die "$name.lua: SCRIPT LOAD said $sha" unless $sha eq $SHA{$name};
     }
 }

@@ -38,12 +38,7 @@ use ThrottleTest;
 
 require_redis_module();
 
-our $SYNC_SCRIPT = do {
-    my $path = "$FindBin::Bin/../src/scripts/gcra_sync.lua";
-    open my $fh, '<', $path or die "$path: $!";
-    local $/;
-    <$fh>;
-};
+our $SYNC_SCRIPT = RedisServer::script_source('gcra_sync');
 our $SYNC_SHA = sha1_hex($SYNC_SCRIPT);
 
 # ---------------------------------------------------------------------------

@@ -55,13 +55,7 @@ sub minute_guard {
     }
 }
 
-sub script_source {
-    my ($name) = @_;
-    my $path = "$FindBin::Bin/../src/scripts/$name.lua";
-    open my $fh, '<', $path or die "$path: $!";
-    local $/;
-    return scalar <$fh>;
-}
+sub script_source { RedisServer::script_source($_[0]) }
 
 sub script_sha { Digest::SHA::sha1_hex(script_source($_[0])) }
 

@@ -16,11 +16,7 @@ plan skip_all => "$script_file not there yet" unless -f $script_file;
 plan skip_all => 'redis-server is not installed (apt-get install redis-server)'
     unless RedisServer::available();
 
-my $script = do {
-    open my $fh, '<', $script_file or die "$script_file: $!";
-    local $/;
-    <$fh>;
-};
+my $script = RedisServer::script_source('gcra');
 
 my $redis = RedisServer->start;
 

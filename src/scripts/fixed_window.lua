@@ -17,16 +17,9 @@ local window = tonumber(ARGV[1])
 local limit = tonumber(ARGV[2])
 local cost = tonumber(ARGV[3])
 
-local now
-if ARGV[4] then
-    now = tonumber(ARGV[4])
-else
-    local time = redis.call('TIME')
-    now = tonumber(time[1]) * 1000000 + tonumber(time[2])
-end
+local now = clock_us(ARGV[4])
 
--- fmod is exact; Lua's % is a - floor(a / b) * b, whose quotient may round
-local start = now - math.fmod(now, window)
+local start = window_start(now, window)
 local stored = redis.call('HMGET', KEYS[1], 'w', 'n')
 
 -- a count of an older window is no count at all

@@ -17,16 +17,15 @@
 -- window, and each key's count in it, microseconds and units.
 
 local w = tonumber(ARGV[1])
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
-local start = now - now % w
+local now = clock_us()
+local start = window_start(now, w)
 local out = {now - start}
 
 for i, key in ipairs(KEYS) do
     local cur = tonumber(ARGV[3 * i - 1])
     -- the node's window by this clock: the window start nearest to it
     local began = now - tonumber(ARGV[3 * i + 1]) + w / 2
-    began = began - began % w
+    began = window_start(began, w)
 
     local held = redis.call('HMGET', key, 'w', 'n')
     local n = 0

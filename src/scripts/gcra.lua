@@ -17,13 +17,7 @@ local dvt = tonumber(ARGV[2])
 local limit = tonumber(ARGV[3])
 local cost = tonumber(ARGV[4])
 
-local now
-if ARGV[5] then
-    now = tonumber(ARGV[5])
-else
-    local time = redis.call('TIME')
-    now = tonumber(time[1]) * 1000000 + tonumber(time[2])
-end
+local now = clock_us(ARGV[5])
 
 local tat = tonumber(redis.call('GET', KEYS[1])) or now
 if tat < now then

@@ -12,8 +12,7 @@ if not tat then
     return 0
 end
 
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+local now = clock_us()
 local new_tat = tat - tonumber(ARGV[1]) * tonumber(ARGV[2])
 
 if new_tat <= now then

@@ -18,8 +18,7 @@
 
 local t = tonumber(ARGV[1])
 local grace = tonumber(ARGV[2])
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+local now = clock_us()
 local ttls = {}
 
 local function store(key, tat, swap)

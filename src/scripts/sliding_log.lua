@@ -17,13 +17,7 @@ local window = tonumber(ARGV[1])
 local limit = tonumber(ARGV[2])
 local cost = tonumber(ARGV[3])
 
-local now
-if ARGV[4] then
-    now = tonumber(ARGV[4])
-else
-    local time = redis.call('TIME')
-    now = tonumber(time[1]) * 1000000 + tonumber(time[2])
-end
+local now = clock_us(ARGV[4])
 
 -- Entries at ts <= now - W have left the window. What remains is what
 -- counts; the set empties (and goes) when the last entry leaves.

@@ -18,9 +18,8 @@
 -- current window, and each key's counts for it and the one before.
 
 local w = tonumber(ARGV[1])
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
-local start = now - now % w
+local now = clock_us()
+local start = window_start(now, w)
 local out = {now - start}
 
 for i, key in ipairs(KEYS) do
@@ -28,7 +27,7 @@ for i, key in ipairs(KEYS) do
     local prev = tonumber(ARGV[3 * i])
     -- the node's window by this clock: the window start nearest to it
     local began = now - tonumber(ARGV[3 * i + 1]) + w / 2
-    began = began - began % w
+    began = window_start(began, w)
 
     local held = redis.call('HMGET', key, 'w', 'p', 'c')
     local held_w = tonumber(held[1])

@@ -8,27 +8,61 @@
 
 namespace throttle {
 
-// Per-key state: two words whose meaning belongs to the algorithm.
-//   gcra            words[0] = TAT, us
-//   fixed_window    words[0] = start of the window counted (a multiple of
-//                   the window), words[1] = units admitted in it
-//   sliding_window  words[0] = start of the current window, words[1] =
-//                   units admitted in the previous window << 32 | units
-//                   admitted in the current one (limits stay below 2^31)
-//   sliding_log     words[0] = ring index of the oldest entry, words[1] =
-//                   entries; the timestamps live in a ring of limit slots
-//                   beside the state (see sliding_log.hpp)
+// Per-key state: two words whose meaning belongs to the algorithm (see each
+// algorithm's header). A strict zone keeps its memory of Redis's denials
+// in them instead.
 struct KeyState {
     int64_t words[2] = {0, 0};
 };
 
 struct Decision {
     ThrottleResult result;
-    // Whether `state` must be written back; false leaves the key untouched.
+    // Whether commit() must write the request into the key; false leaves
+    // the key untouched.
     bool     store = false;
     KeyState state{};
     // When the stored state becomes equal to a fresh key's and may go.
     int64_t expire_at_us = 0;
 };
+
+// Async zones: the units a node charged to a key since its last sync,
+// kept per algorithm (see its Syncing): GCRA's count and when the first of
+// them was charged; the window counters' counts of a window and of the one
+// before, packed, and the window's start.
+struct PendingUnits {
+    int64_t units = 0;
+    int64_t since = 0;
+};
+
+// What a zone holds of a key in its shared memory, whatever the algorithm
+// and mode (plain words: no constructor runs there). Times are of the
+// zone's clock.
+struct StoredKey {
+    int64_t      expire_at_us = 0; // stale from then on
+    PendingUnits pending;          // async: not yet synced
+    KeyState     state;
+};
+
+// Two counts in one word, `high << 32 | low`: each must be in [0, 2^31),
+// which every limit and cost is (a window's counters; a remembered
+// denial's cost and remaining units).
+constexpr int64_t
+pack_counts(int64_t high, int64_t low) noexcept
+{
+    return static_cast<int64_t>(static_cast<uint64_t>(high) << 32
+                                | static_cast<uint64_t>(low));
+}
+
+constexpr int64_t
+high_count(int64_t packed) noexcept
+{
+    return static_cast<int64_t>(static_cast<uint64_t>(packed) >> 32);
+}
+
+constexpr int64_t
+low_count(int64_t packed) noexcept
+{
+    return static_cast<int64_t>(static_cast<uint64_t>(packed) & 0xffff'ffff);
+}
 
 } // namespace throttle

@@ -8,21 +8,22 @@ namespace {
 
 // costs are at most kMaxCost (< 2^30) and remainders at most a limit
 // (< 2^31): both fit their half of the word
-constexpr int64_t kLow = (int64_t{1} << 32) - 1;
+constexpr int64_t kMaxRemaining = (int64_t{1} << 31) - 1;
 
 } // namespace
 
-RememberedDenial
+Decision
 remember_denial(const ThrottleResult &rejection, int64_t cost,
                 int64_t sent_at_us) noexcept
 {
-    RememberedDenial d;
+    Decision d;
     if (!rejection.limited || rejection.retry_after_us <= 0) {
         return d;
     }
+    d.store = true;
     d.state.words[0] = sent_at_us + rejection.retry_after_us;
-    d.state.words[1] =
-        (cost << 32) | std::clamp(rejection.remaining, int64_t{0}, kLow);
+    d.state.words[1] = pack_counts(
+        cost, std::clamp(rejection.remaining, int64_t{0}, kMaxRemaining));
     d.expire_at_us = sent_at_us
         + std::max(rejection.reset_after_us, rejection.retry_after_us);
     return d;
@@ -39,8 +40,8 @@ recall_denial(const KeyState *cached, int64_t expire_at_us, int64_t limit,
         return d;
     }
     const int64_t until = cached->words[0];
-    const int64_t denied_cost = cached->words[1] >> 32;
-    const int64_t remaining = cached->words[1] & kLow;
+    const int64_t denied_cost = high_count(cached->words[1]);
+    const int64_t remaining = low_count(cached->words[1]);
     if (now_us < until && cost == denied_cost) {
         d.result.limited = true;
         d.result.remaining = remaining;

@@ -1,5 +1,9 @@
 #include "throttle/windows.hpp"
 
+#include "throttle/lua.hpp"
+#include "throttle/policy.hpp"
+#include "throttle/window_sync.hpp"
+
 #include <algorithm>
 
 namespace throttle {
@@ -42,6 +46,62 @@ fixed_window_decide(const WindowParams &params, const KeyState *current,
     d.result.remaining = std::max<int64_t>(0, limit - count);
     d.result.reset_after_us = count > 0 ? end - now_us : 0;
     return d;
+}
+
+namespace {
+
+const WindowSync kFixedWindowSync(lua::fixed_window_sync,
+                                  PreviousWindow::ignored);
+
+class FixedWindow final : public Algorithm {
+  public:
+    constexpr FixedWindow() noexcept : Algorithm("fixed_window", true, false) {}
+
+    bool configure(Policy &policy, Message &why) const noexcept override
+    {
+        return configure_window(policy, INT64_MAX, why);
+    }
+
+    Decision decide(const Policy &policy, const KeyState *current,
+                    const int64_t *, int64_t              now_us,
+                    int64_t cost) const noexcept override
+    {
+        return fixed_window_decide(window_params(policy), current, now_us,
+                                   cost);
+    }
+
+    // The decision names the window it charged, for the refund.
+    StrictScripts strict_scripts() const noexcept override
+    {
+        return {&lua::fixed_window, &lua::fixed_window_refund, 1};
+    }
+
+    ScriptArgs decision_args(const Policy &policy,
+                             int64_t       cost) const noexcept override
+    {
+        return window_decision_args(policy, cost);
+    }
+
+    ScriptArgs refund_args(const Policy &, int64_t cost,
+                           const int64_t tokens[2]) const noexcept override
+    {
+        return {{cost, tokens[0], 0, 0}, 2};
+    }
+
+    const Syncing *syncing() const noexcept override
+    {
+        return &kFixedWindowSync;
+    }
+};
+
+const FixedWindow kFixedWindow;
+
+} // namespace
+
+const Algorithm &
+fixed_window_algorithm() noexcept
+{
+    return kFixedWindow;
 }
 
 } // namespace throttle

@@ -1,5 +1,8 @@
 #include "throttle/gcra.hpp"
 
+#include "throttle/lua.hpp"
+#include "throttle/policy.hpp"
+
 #include <algorithm>
 
 namespace throttle {
@@ -44,6 +47,199 @@ gcra_decide(const GcraParams &params, std::optional<int64_t> tat_us,
     out.result.remaining = next > 0 ? next / t : 0;
     out.result.reset_after_us = ttl;
     return out;
+}
+
+GcraParams
+gcra_params(const Policy &policy) noexcept
+{
+    return {policy.emission_interval_us, policy.window_us, policy.limit};
+}
+
+namespace {
+
+// A GCRA decision as a zone stores it: the new TAT, kept until it is past.
+Decision
+gcra_decision(const Policy &policy, const KeyState *current, int64_t now_us,
+              int64_t cost) noexcept
+{
+    std::optional<int64_t> tat;
+    if (current != nullptr) {
+        tat = current->words[0];
+    }
+    const GcraOutcome g = gcra_decide(gcra_params(policy), tat, now_us, cost);
+
+    Decision d;
+    d.result = g.result;
+    if (!g.result.limited) {
+        d.store = true;
+        d.state.words[0] = g.new_tat_us;
+        d.expire_at_us = g.new_tat_us;
+    }
+    return d;
+}
+
+// Async mode: a node sends per key the units it charged and how long ago
+// the first of them was; Redis moves the global funnel on by them and
+// answers with its TAT, as a time to live.
+class GcraSync final : public Syncing {
+  public:
+    SyncLayout layout() const noexcept override
+    {
+        return {&lua::gcra_sync, 2, 2, 0, 1};
+    }
+
+    // T, and the grace: how long Redis keeps a key past its TAT, so that
+    // units sent up to that late still find it.
+    void head_args(const Policy &policy, int64_t *out) const noexcept override
+    {
+        out[0] = policy.emission_interval_us;
+        out[1] = grace(policy);
+    }
+
+    // Ages are capped at the grace: units kept through an outage are placed
+    // no further back than that.
+    void key_args(const Policy &policy, const PendingUnits &units,
+                  int64_t sent_at_us, int64_t *out) const noexcept override
+    {
+        out[0] = units.units;
+        out[1] = units.units == 0
+            ? 0
+            : std::clamp<int64_t>(sent_at_us - units.since, 0, grace(policy));
+    }
+
+    bool apply(const Policy &policy, const int64_t *, const int64_t *values,
+               int64_t    sent_at_us, int64_t,
+               StoredKey &key) const noexcept override
+    {
+        key.state.words[0] =
+            synced_tat(sent_at_us, values[0], policy.emission_interval_us,
+                       key.pending.units);
+        key.expire_at_us = key.state.words[0];
+        return true;
+    }
+
+    PendingUnits charge(const Policy &, PendingUnits pending, int64_t cost,
+                        int64_t now_us,
+                        const KeyState &) const noexcept override
+    {
+        if (pending.units == 0) {
+            pending.since = now_us;
+        }
+        pending.units += cost;
+        return pending;
+    }
+
+    // The counts add up; the earlier start stays.
+    PendingUnits merge(const Policy &, PendingUnits kept,
+                       PendingUnits since_taken) const noexcept override
+    {
+        PendingUnits p = since_taken;
+        if (kept.units
+            && (since_taken.units == 0 || kept.since < since_taken.since)) {
+            p.since = kept.since;
+        }
+        p.units += kept.units;
+        return p;
+    }
+
+    int64_t total(const PendingUnits &pending) const noexcept override
+    {
+        return pending.units;
+    }
+
+  private:
+    static int64_t grace(const Policy &policy) noexcept
+    {
+        return 2 * policy.sync_interval_us;
+    }
+};
+
+const GcraSync kGcraSync;
+
+class Gcra final : public Algorithm {
+  public:
+    constexpr Gcra() noexcept : Algorithm("gcra", false, false) {}
+
+    bool configure(Policy &p, Message &why) const noexcept override
+    {
+        p.limit = p.burst + 1;
+        p.window_us = 0;
+        // Bound the tolerance (to about 71 years) so that "now + 2 *
+        // tolerance" stays below 2^53 microseconds: exact in int64_t here
+        // and in the doubles of Redis's Lua, which must give the same
+        // answers.
+        if (__builtin_mul_overflow(p.emission_interval_us, p.limit,
+                                   &p.window_us)
+            || p.window_us > kMaxToleranceUs)
+        {
+            why.format("burst is too large for this rate (rate=%s burst=%lld)",
+                       RateText(p.rate).text, static_cast<long long>(p.burst));
+            return false;
+        }
+        return true;
+    }
+
+    Decision decide(const Policy &policy, const KeyState *current,
+                    const int64_t *, int64_t              now_us,
+                    int64_t cost) const noexcept override
+    {
+        return gcra_decision(policy, current, now_us, cost);
+    }
+
+    StrictScripts strict_scripts() const noexcept override
+    {
+        return {&lua::gcra, &lua::gcra_refund, 0};
+    }
+
+    ScriptArgs decision_args(const Policy &policy,
+                             int64_t       cost) const noexcept override
+    {
+        return {
+            {policy.emission_interval_us, policy.window_us, policy.limit, cost},
+            4};
+    }
+
+    ScriptArgs refund_args(const Policy &policy, int64_t cost,
+                           const int64_t *) const noexcept override
+    {
+        return {{policy.emission_interval_us, cost, 0, 0}, 2};
+    }
+
+    // A lower bound of the TAT, which only grows: it rejects by itself
+    // whatever Redis would reject for any cost, until it is past.
+    Decision remember(const Policy &, const ThrottleResult &rejection, int64_t,
+                      int64_t sent_at_us) const noexcept override
+    {
+        Decision d;
+        d.store = true;
+        d.state.words[0] = sent_at_us + rejection.reset_after_us;
+        d.expire_at_us = d.state.words[0];
+        return d;
+    }
+
+    // (with no memory, as a fresh key: a cost that can never fit is
+    // rejected without asking)
+    Decision recall(const Policy &policy, const KeyState *memory, int64_t,
+                    int64_t now_us, int64_t cost) const noexcept override
+    {
+        Decision d = gcra_decision(policy, memory, now_us, cost);
+        d.store = false;
+        return d;
+    }
+
+    bool memory_is_state() const noexcept override { return true; }
+
+    const Syncing *syncing() const noexcept override { return &kGcraSync; }
+};
+
+const Gcra kGcra;
+
+} // namespace
+
+const Algorithm &
+gcra_algorithm() noexcept
+{
+    return kGcra;
 }
 
 } // namespace throttle

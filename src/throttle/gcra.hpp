@@ -1,5 +1,10 @@
 // The generic cell rate algorithm (the "funnel"), with the exact semantics
-// of redis-cell's CL.THROTTLE: see DESIGN.md for the reference vectors.
+// of redis-cell's CL.THROTTLE: emission interval T = period / count,
+// tolerance DVT = T * (burst + 1); a key's state is its theoretical arrival
+// time (TAT). The reference vectors are in t/unit/gcra_test.cpp.
+//
+// A key's state: words[0] = TAT, us of the zone's clock (in a strict zone:
+// a lower bound of Redis's TAT, which only grows).
 #pragma once
 
 #include "throttle/result.hpp"
@@ -9,11 +14,18 @@
 
 namespace throttle {
 
+struct Policy;
+
 struct GcraParams {
     int64_t emission_interval_us; // T = period / count
     int64_t tolerance_us;         // DVT = T * (burst + 1)
     int64_t limit;                // burst + 1
 };
+
+// The longest time a zone may take to refill (T * (burst + 1)): 2^51 us.
+constexpr int64_t kMaxToleranceUs = int64_t{1} << 51;
+
+GcraParams gcra_params(const Policy &policy) noexcept;
 
 struct GcraOutcome {
     ThrottleResult result;
@@ -27,5 +39,15 @@ struct GcraOutcome {
 // expired). cost must be >= 0.
 GcraOutcome gcra_decide(const GcraParams &params, std::optional<int64_t> tat_us,
                         int64_t now_us, int64_t cost) noexcept;
+
+// Async mode: a key's TAT in this node's clock after a sync. Redis said the
+// TAT was "global_ttl_us" ahead of its clock when it ran the batch sent at
+// "sent_at_us"; the node has charged "pending_units" more since.
+constexpr int64_t
+synced_tat(int64_t sent_at_us, int64_t global_ttl_us,
+           int64_t emission_interval_us, int64_t pending_units) noexcept
+{
+    return sent_at_us + global_ttl_us + emission_interval_us * pending_units;
+}
 
 } // namespace throttle

@@ -58,8 +58,8 @@ size_t
 format_ratelimit_policy(char *out, std::string_view zone_name,
                         const Policy &policy) noexcept
 {
-    return format_item(out, zone_name, 'q', policy.limit(), 'w',
-                       ceil_seconds(policy.window_us()));
+    return format_item(out, zone_name, 'q', policy.limit, 'w',
+                       ceil_seconds(policy.window_us));
 }
 
 size_t

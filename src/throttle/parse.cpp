@@ -1,12 +1,26 @@
 #include "throttle/parse.hpp"
 
 #include <charconv>
+#include <cstdarg>
+#include <cstdio>
 
 namespace throttle {
 
 namespace {
 
 constexpr int64_t kMicrosPerSecond = 1'000'000;
+
+struct Unit {
+    char    name;
+    int64_t period_us;
+};
+
+constexpr Unit kUnits[] = {
+    {'s', kMicrosPerSecond},
+    {'m', 60 * kMicrosPerSecond},
+    {'h', 3600 * kMicrosPerSecond},
+    {'d', 86400 * kMicrosPerSecond},
+};
 
 // The largest count a rate may name: finer than one unit per microsecond
 // cannot be represented by the emission interval.
@@ -15,17 +29,10 @@ constexpr int64_t kMaxRateCount = 1'000'000'000;
 std::optional<int64_t>
 unit_period_us(std::string_view unit) noexcept
 {
-    if (unit == "s") {
-        return kMicrosPerSecond;
-    }
-    if (unit == "m") {
-        return 60 * kMicrosPerSecond;
-    }
-    if (unit == "h") {
-        return 3600 * kMicrosPerSecond;
-    }
-    if (unit == "d") {
-        return 86400 * kMicrosPerSecond;
+    for (const Unit &u : kUnits) {
+        if (unit.size() == 1 && unit[0] == u.name) {
+            return u.period_us;
+        }
     }
     return std::nullopt;
 }
@@ -78,6 +85,28 @@ parse_rate(std::string_view text) noexcept
         return {std::nullopt, "is faster than one request per microsecond"};
     }
     return {Rate{*count.value, *period}, nullptr};
+}
+
+RateText::RateText(Rate rate) noexcept : text{}
+{
+    char unit = '?';
+    for (const Unit &u : kUnits) {
+        if (u.period_us == rate.period_us) {
+            unit = u.name;
+        }
+    }
+    std::snprintf(text, sizeof(text), "%lldr/%c",
+                  static_cast<long long>(rate.count), unit);
+}
+
+Message &
+Message::format(const char *fmt, ...) noexcept
+{
+    va_list args;
+    va_start(args, fmt);
+    std::vsnprintf(text_, sizeof(text_), fmt, args);
+    va_end(args);
+    return *this;
 }
 
 } // namespace throttle

@@ -1,10 +1,12 @@
 // Parsing of directive values that carry meaning beyond nginx's stock
-// parsers: rates ("30r/m"), non-negative integers (burst=, cost=).
+// parsers: rates ("30r/m"), non-negative integers (burst=, cost=); and the
+// messages that refuse them.
 //
 // Interface headers under src/throttle/ stay within C++17: the nginx glue is
 // compiled by nginx's own build with the compiler's default dialect.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -31,5 +33,23 @@ Parsed<Rate> parse_rate(std::string_view text) noexcept;
 
 // Parses a decimal integer in [0, max]; no sign, no spaces, no suffix.
 Parsed<int64_t> parse_count(std::string_view text, int64_t max) noexcept;
+
+// "30r/m": a rate as parse_rate() reads it, for messages.
+struct RateText {
+    explicit RateText(Rate rate) noexcept;
+    char text[16];
+};
+
+// Why a configuration is refused, written for nginx's [emerg] line: the
+// text is formatted into the caller's object, so that nothing allocates.
+class Message {
+  public:
+    const char *text() const noexcept { return text_; }
+    Message    &format(const char *fmt, ...) noexcept
+        __attribute__((format(printf, 2, 3)));
+
+  private:
+    char text_[320] = {};
+};
 
 } // namespace throttle

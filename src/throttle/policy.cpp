@@ -1,127 +1,206 @@
 #include "throttle/policy.hpp"
 
+#include "throttle/clock.hpp"
+
 namespace throttle {
 
-namespace {
-
-struct AlgorithmName {
-    Algorithm        algorithm;
-    std::string_view name;
-};
-
-constexpr AlgorithmName kAlgorithms[] = {
-    {Algorithm::gcra, "gcra"},
-    {Algorithm::fixed_window, "fixed_window"},
-    {Algorithm::sliding_window, "sliding_window"},
-    {Algorithm::sliding_log, "sliding_log"},
-};
-
-} // namespace
-
-Parsed<Algorithm>
-parse_algorithm(std::string_view name) noexcept
-{
-    for (const AlgorithmName &a : kAlgorithms) {
-        if (a.name == name) {
-            return {a.algorithm, nullptr};
-        }
-    }
-    return {std::nullopt,
-            "is unknown (use \"gcra\", \"fixed_window\", \"sliding_window\" "
-            "or \"sliding_log\")"};
-}
-
-std::string_view
-algorithm_name(Algorithm algorithm) noexcept
-{
-    for (const AlgorithmName &a : kAlgorithms) {
-        if (a.algorithm == algorithm) {
-            return a.name;
-        }
-    }
-    return "?";
-}
-
 Parsed<Policy>
-make_policy(Algorithm algorithm, Rate rate, int64_t burst,
-            int64_t log_max) noexcept
+make_policy(const ZoneParams &params, Message &why) noexcept
 {
-    if (burst < 0 || burst > kMaxBurst) {
-        return {std::nullopt, "burst is out of range"};
+    const Algorithm &algorithm = *params.algorithm;
+
+    if (params.burst < 0 || params.burst > kMaxBurst) {
+        return {std::nullopt, why.format("burst is out of range").text()};
     }
+
+    if (params.log_max && !algorithm.takes_log_max) {
+        Message names;
+        return {std::nullopt,
+                why.format("\"log_max=\" needs %s", log_max_algorithms(names))
+                    .text()};
+    }
+
+    if (params.mode == Mode::async && algorithm.syncing() == nullptr) {
+        return {std::nullopt,
+                why.format("\"algorithm=%.*s\" cannot \"sync=async\"; %s",
+                           static_cast<int>(algorithm.name.size()),
+                           algorithm.name.data(), algorithm.why_not_async())
+                    .text()};
+    }
+
     Policy p;
-    p.algorithm = algorithm;
-    p.rate = rate;
-    p.burst = burst;
+    p.algorithm = &algorithm;
+    p.rate = params.rate;
+    p.burst = params.burst;
+    p.mode = params.mode;
+    p.sync_interval_us = params.sync_interval_us;
+    p.log_max = params.log_max.value_or(kDefaultLogMax);
+    p.emission_interval_us = params.rate.period_us / params.rate.count;
 
-    if (algorithm != Algorithm::gcra) {
-        // rate counts and bursts are both below 2^31: no overflow
-        p.window.window_us = rate.period_us;
-        p.window.limit = rate.count + burst;
-        if (algorithm == Algorithm::sliding_window
-            && p.window.limit > kMaxSlidingWindowLimit)
-        {
-            return {std::nullopt,
-                    "the limit (the rate's count + burst) is above "
-                    "2147483647, the most a sliding_window counts"};
-        }
-        if (algorithm == Algorithm::sliding_log && p.window.limit > log_max) {
-            return {std::nullopt,
-                    "the limit (the rate's count + burst) is above log_max"};
-        }
-        return {p, nullptr};
-    }
-
-    p.gcra.emission_interval_us = rate.period_us / rate.count;
-    p.gcra.limit = burst + 1;
-    // Bound the tolerance (to about 71 years) so that "now + 2 * tolerance"
-    // stays below 2^53 microseconds: exact in int64_t here and in the
-    // doubles of Redis's Lua, which must give the same answers.
-    if (__builtin_mul_overflow(p.gcra.emission_interval_us, p.gcra.limit,
-                               &p.gcra.tolerance_us)
-        || p.gcra.tolerance_us > kMaxToleranceUs)
-    {
-        return {std::nullopt, "burst is too large for this rate"};
+    if (!algorithm.configure(p, why)) {
+        return {std::nullopt, why.text()};
     }
     return {p, nullptr};
 }
 
-Decision
-decide(const Policy &policy, const KeyState *current, int64_t now_us,
-       int64_t cost, const int64_t *log) noexcept
+const char *
+reload_refusal(const Policy &was, const Policy &now, Message &why) noexcept
 {
-    Decision d;
-    switch (policy.algorithm) {
-    case Algorithm::gcra: {
-        std::optional<int64_t> tat;
-        if (current != nullptr) {
-            tat = current->words[0];
-        }
-        GcraOutcome g = gcra_decide(policy.gcra, tat, now_us, cost);
-        d.result = g.result;
-        if (!g.result.limited) {
-            d.store = true;
-            d.state.words[0] = g.new_tat_us;
-            d.expire_at_us = g.new_tat_us;
-        }
-        break;
+    // by name: a reload may load the module anew, at another address
+    const std::string_view before = was.algorithm->name;
+    const std::string_view after = now.algorithm->name;
+
+    if (before != after) {
+        return why
+            .format("changed its algorithm from %.*s to %.*s",
+                    static_cast<int>(before.size()), before.data(),
+                    static_cast<int>(after.size()), after.data())
+            .text();
     }
-    case Algorithm::fixed_window:
-        d = fixed_window_decide(policy.window, current, now_us, cost);
-        break;
-    case Algorithm::sliding_window:
-        d = sliding_window_decide(policy.window, current, now_us, cost);
-        break;
-    case Algorithm::sliding_log:
-        if (current == nullptr || log == nullptr) {
-            const KeyState fresh{};
-            d = sliding_log_decide(policy.window, fresh, nullptr, now_us, cost);
-        } else {
-            d = sliding_log_decide(policy.window, *current, log, now_us, cost);
-        }
-        break;
+
+    // a strict zone's keys hold what it remembers of Redis's rejections,
+    // the others' the state: not to be read as the other
+    if ((was.mode == Mode::strict) != (now.mode == Mode::strict)
+        && !now.algorithm->memory_is_state())
+    {
+        return why.format("changed to or from sync=strict").text();
     }
+
+    // the words beside each key were allocated for the old limit
+    if (was.log_slots != now.log_slots) {
+        return why
+            .format("changed the limit of its %.*s from %lld to %lld",
+                    static_cast<int>(after.size()), after.data(),
+                    static_cast<long long>(was.limit),
+                    static_cast<long long>(now.limit))
+            .text();
+    }
+
+    return nullptr;
+}
+
+int64_t
+Policy::now_us() const noexcept
+{
+    return algorithm->wall_clock ? realtime_now_us() : monotonic_now_us();
+}
+
+Decision
+Policy::decide(const StoredKey *key, const int64_t *log, int64_t now,
+               int64_t cost) const noexcept
+{
+    const bool      live = key != nullptr && key->expire_at_us > now;
+    const KeyState *held = live ? &key->state : nullptr;
+
+    if (mode == Mode::strict) {
+        return algorithm->recall(*this, held, live ? key->expire_at_us : 0, now,
+                                 cost);
+    }
+    return algorithm->decide(*this, held, live ? log : nullptr, now, cost);
+}
+
+void
+Policy::commit(const Decision &decision, int64_t now, int64_t cost,
+               StoredKey &key, int64_t *log) const noexcept
+{
+    if (!decision.store) {
+        return;
+    }
+
+    if (mode == Mode::strict) {
+        // a remembered rejection
+        key.state = decision.state;
+        key.expire_at_us = decision.expire_at_us;
+        return;
+    }
+
+    algorithm->record(*this, decision, now, cost, key.state, key.expire_at_us,
+                      log);
+
+    if (mode == Mode::async) {
+        key.pending = algorithm->syncing()->charge(*this, key.pending, cost,
+                                                   now, key.state);
+    }
+}
+
+ScriptCall
+Policy::decision_call(int64_t cost) const noexcept
+{
+    return {algorithm->strict_scripts().decide,
+            algorithm->decision_args(*this, cost)};
+}
+
+ScriptReply
+Policy::read_decision(const redisReply *reply) const noexcept
+{
+    return decode_decision_reply(reply, algorithm->strict_scripts().tokens);
+}
+
+ScriptCall
+Policy::refund_call(int64_t cost, const int64_t tokens[2]) const noexcept
+{
+    return {algorithm->strict_scripts().refund,
+            algorithm->refund_args(*this, cost, tokens)};
+}
+
+Decision
+Policy::remember_rejection(const ThrottleResult &rejection, int64_t cost,
+                           int64_t sent_at_us, int64_t now) const noexcept
+{
+    Decision d = algorithm->remember(*this, rejection, cost, sent_at_us);
+    d.store = d.store && d.expire_at_us > now;
     return d;
+}
+
+SyncLayout
+Policy::sync_layout() const noexcept
+{
+    return algorithm->syncing()->layout();
+}
+
+void
+Policy::sync_head_args(int64_t *out) const noexcept
+{
+    algorithm->syncing()->head_args(*this, out);
+}
+
+void
+Policy::sync_key_args(const PendingUnits &units, int64_t sent_at_us,
+                      int64_t *out) const noexcept
+{
+    algorithm->syncing()->key_args(*this, units, sent_at_us, out);
+}
+
+bool
+Policy::apply_sync(const int64_t *reply_head, const int64_t *values,
+                   int64_t sent_at_us, int64_t now,
+                   StoredKey &key) const noexcept
+{
+    // fresh everywhere: the node's own view, which holds at least its own
+    // units, has nothing to learn (most keys of a crawl)
+    const size_t n = sync_layout().reply_per_key;
+    bool         fresh = true;
+    for (size_t i = 0; i < n; i++) {
+        fresh = fresh && values[i] == 0;
+    }
+
+    return !fresh
+        && algorithm->syncing()->apply(*this, reply_head, values, sent_at_us,
+                                       now, key);
+}
+
+PendingUnits
+Policy::merge_pending(PendingUnits kept,
+                      PendingUnits since_taken) const noexcept
+{
+    return algorithm->syncing()->merge(*this, kept, since_taken);
+}
+
+int64_t
+Policy::pending_total(const PendingUnits &pending) const noexcept
+{
+    const Syncing *syncing = algorithm->syncing();
+    return syncing != nullptr ? syncing->total(pending) : 0;
 }
 
 } // namespace throttle

@@ -1,74 +1,135 @@
-// A zone's policy: which algorithm, at what rate, with how much burst; and
-// the one entry point that decides a request against a key's state.
+// A zone's policy: its algorithm, rate and burst, and where its state
+// lives. make_policy() makes it once from the zone's parameters, applying
+// the configuration rules; then it is read-only, and it is the one
+// interface through which the nginx glue reaches the algorithm, whatever
+// that is: deciding and committing a key, the script calls and the memory
+// of Redis's rejections of strict zones, the syncs of async zones, and what
+// a reload may change.
 #pragma once
 
+#include "throttle/algorithm.hpp"
 #include "throttle/decision.hpp"
-#include "throttle/gcra.hpp"
 #include "throttle/parse.hpp"
+#include "throttle/redis.hpp"
 #include "throttle/result.hpp"
-#include "throttle/sliding_log.hpp"
-#include "throttle/windows.hpp"
 
+#include <cstddef>
 #include <cstdint>
-#include <string_view>
+#include <optional>
 
 namespace throttle {
 
-enum class Algorithm { gcra, fixed_window, sliding_window, sliding_log };
+// Where a zone's state lives: in the zone alone (local), in Redis, which
+// decides every request (strict), or in the zone, synced with Redis every
+// sync interval (async).
+enum class Mode { local, strict, async };
 
-// "gcra", "fixed_window", "sliding_window" or "sliding_log".
-Parsed<Algorithm> parse_algorithm(std::string_view name) noexcept;
-std::string_view  algorithm_name(Algorithm algorithm) noexcept;
+// A zone's parameters, as throttle_zone gives them.
+struct ZoneParams {
+    const Algorithm *algorithm = &default_algorithm();
+    Rate             rate{};
+    int64_t          burst = 0;
+    std::optional<int64_t>
+            log_max; // given or not: only some algorithms take it
+    Mode    mode = Mode::local;
+    int64_t sync_interval_us = 0; // async zones
+};
+
+// The default and the largest cap on a sliding_log zone's limit: memory
+// per key grows with it (8 bytes a slot in a zone, a sorted-set member in
+// Redis).
+constexpr int64_t kDefaultLogMax = 1000;
+constexpr int64_t kMaxLogMax = 100000;
 
 // The largest burst= accepted; beyond it the tolerance would not fit the
 // microsecond arithmetic for the slowest rates.
 constexpr int64_t kMaxBurst = 1'000'000'000;
 
-// The longest time a zone may take to refill (T * (burst + 1)): 2^51 us.
-constexpr int64_t kMaxToleranceUs = int64_t{1} << 51;
-
 // The largest cost= accepted.
 constexpr int64_t kMaxCost = 1'000'000'000;
 
-struct Policy {
-    Algorithm    algorithm = Algorithm::gcra;
-    Rate         rate{};
-    int64_t      burst = 0;
-    GcraParams   gcra{};   // gcra
-    WindowParams window{}; // the other algorithms
-
-    // Units a fresh key admits at once: burst + 1 (gcra), or per window
-    // (the rate's count + burst).
-    int64_t limit() const noexcept
-    {
-        return algorithm == Algorithm::gcra ? gcra.limit : window.limit;
-    }
-    // The draft's "w" parameter: the time a drained funnel takes to
-    // refill (gcra), or the window.
-    int64_t window_us() const noexcept
-    {
-        return algorithm == Algorithm::gcra ? gcra.tolerance_us
-                                            : window.window_us;
-    }
-    // Windows start on whole seconds, minutes, ... of the wall clock, as
-    // Redis's TIME has them; GCRA needs only a clock that never goes back.
-    bool wall_clock() const noexcept { return algorithm != Algorithm::gcra; }
-    // Timestamp slots a sliding_log key keeps (0 for the others).
-    int64_t log_slots() const noexcept
-    {
-        return algorithm == Algorithm::sliding_log ? window.limit : 0;
-    }
+// A script call for one key: the script, and its ARGV after the key.
+struct ScriptCall {
+    const Script *script;
+    ScriptArgs    args;
 };
 
-// `log_max` caps the limit of a sliding_log zone (kDefaultLogMax unless the
-// zone says otherwise); errors name what is out of range.
-Parsed<Policy> make_policy(Algorithm algorithm, Rate rate, int64_t burst,
-                           int64_t log_max = kDefaultLogMax) noexcept;
+struct Policy {
+    const Algorithm *algorithm = &default_algorithm();
+    Rate             rate{};
+    int64_t          burst = 0;
+    Mode             mode = Mode::local;
+    int64_t          sync_interval_us = 0;
+    int64_t          log_max = kDefaultLogMax;
 
-// `current` is null for a key the zone does not hold (or holds expired);
-// `log` is the key's ring of policy.log_slots() timestamps (sliding_log
-// only; null with a null `current`).
-Decision decide(const Policy &policy, const KeyState *current, int64_t now_us,
-                int64_t cost, const int64_t *log = nullptr) noexcept;
+    // What the algorithm derives from them (Algorithm::configure()):
+    // units a fresh key admits at once (the draft's "q")
+    int64_t limit = 0;
+    // the time a drained key takes to be fresh again (the draft's "w")
+    int64_t window_us = 0;
+    // the time one unit takes to drain: the rate's period / count
+    int64_t emission_interval_us = 0;
+    // words a key keeps beside its state (a local sliding_log's ring)
+    int64_t log_slots = 0;
+
+    // --- every mode
+
+    // The zone's clock: every time it stores is of this clock.
+    int64_t now_us() const noexcept;
+
+    // Decides a request of `cost` at now_us against what the zone holds of
+    // its key (`key`: null if nothing; `log`: its log_slots words): by the
+    // algorithm in local and async zones, from the memory of Redis's
+    // rejections in strict ones, where a decision that is not limited
+    // means "ask Redis".
+    Decision decide(const StoredKey *key, const int64_t *log, int64_t now_us,
+                    int64_t cost) const noexcept;
+
+    // Writes a decision that passed (decision.store) into the key, and in
+    // an async zone counts its units for the next sync. A new key comes
+    // zeroed.
+    void commit(const Decision &decision, int64_t now_us, int64_t cost,
+                StoredKey &key, int64_t *log) const noexcept;
+
+    // --- strict zones
+
+    ScriptCall decision_call(int64_t cost) const noexcept;
+    // Anything but the decision script's reply is an error, never a
+    // decision.
+    ScriptReply read_decision(const redisReply *reply) const noexcept;
+    // Gives back a charge Redis made for a request another zone refused.
+    ScriptCall refund_call(int64_t       cost,
+                           const int64_t tokens[2]) const noexcept;
+    // What the zone keeps of Redis's rejection of `cost` units sent at
+    // sent_at_us: a decision to commit, whose store is false if it would
+    // already be stale at now_us.
+    Decision remember_rejection(const ThrottleResult &rejection, int64_t cost,
+                                int64_t sent_at_us,
+                                int64_t now_us) const noexcept;
+
+    // --- async zones
+
+    SyncLayout sync_layout() const noexcept;
+    void       sync_head_args(int64_t *out) const noexcept;
+    void       sync_key_args(const PendingUnits &units, int64_t sent_at_us,
+                             int64_t *out) const noexcept;
+    // Redis's answer for one key (see Syncing::apply); false if the key is
+    // left as it was.
+    bool         apply_sync(const int64_t *reply_head, const int64_t *values,
+                            int64_t sent_at_us, int64_t now_us,
+                            StoredKey &key) const noexcept;
+    PendingUnits merge_pending(PendingUnits kept,
+                               PendingUnits since_taken) const noexcept;
+    int64_t      pending_total(const PendingUnits &pending) const noexcept;
+};
+
+// The configuration rules: a policy, or why the parameters cannot make
+// one (the text is in `why`, after the zone's name in the message).
+Parsed<Policy> make_policy(const ZoneParams &params, Message &why) noexcept;
+
+// The reload rules: why a zone that kept its name and size cannot keep its
+// keys under its new policy (the text is in `why`), or null if it can.
+const char *reload_refusal(const Policy &was, const Policy &now,
+                           Message &why) noexcept;
 
 } // namespace throttle

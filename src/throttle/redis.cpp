@@ -34,7 +34,7 @@ append_hex(char *p, const unsigned char *data, size_t len) noexcept
 }
 
 ScriptReply
-malformed(const char *what) noexcept
+malformed(std::string_view what) noexcept
 {
     ScriptReply r;
     r.message = what;
@@ -85,11 +85,7 @@ decode_decision_reply(const redisReply *reply, size_t tokens) noexcept
     }
 
     if (reply->type == REDIS_REPLY_ERROR) {
-        ScriptReply r;
-        r.message = {reply->str, reply->len};
-        r.kind = r.message.substr(0, 8) == "NOSCRIPT" ? ScriptReply::noscript
-                                                      : ScriptReply::error;
-        return r;
+        return malformed({reply->str, reply->len});
     }
 
     const size_t n = 5 + tokens;
@@ -116,7 +112,7 @@ decode_decision_reply(const redisReply *reply, size_t tokens) noexcept
     }
 
     ScriptReply r;
-    r.kind = ScriptReply::ok;
+    r.ok = true;
     r.result.limited = v[0] == 1;
     r.result.limit = v[1];
     r.result.remaining = v[2];
@@ -128,54 +124,8 @@ decode_decision_reply(const redisReply *reply, size_t tokens) noexcept
     return r;
 }
 
-StrictScripts
-strict_scripts(Algorithm algorithm) noexcept
-{
-    switch (algorithm) {
-    case Algorithm::fixed_window:
-        return {ScriptId::fixed_window, ScriptId::fixed_window_refund, 1};
-    case Algorithm::sliding_window:
-        return {ScriptId::sliding_window, ScriptId::sliding_window_refund, 1};
-    case Algorithm::sliding_log:
-        return {ScriptId::sliding_log, ScriptId::sliding_log_refund, 2};
-    case Algorithm::gcra:
-        break;
-    }
-    return {ScriptId::gcra, ScriptId::gcra_refund, 0};
-}
-
-ScriptArgs
-strict_args(const Policy &policy, int64_t cost) noexcept
-{
-    if (policy.algorithm == Algorithm::gcra) {
-        return {{policy.gcra.emission_interval_us, policy.gcra.tolerance_us,
-                 policy.gcra.limit, cost},
-                4};
-    }
-    return {{policy.window.window_us, policy.window.limit, cost, 0}, 3};
-}
-
-ScriptArgs
-refund_args(const Policy &policy, int64_t cost,
-            const int64_t tokens[2]) noexcept
-{
-    switch (policy.algorithm) {
-    case Algorithm::fixed_window:
-        // the window charged
-        return {{cost, tokens[0], 0, 0}, 2};
-    case Algorithm::sliding_window:
-        return {{cost, tokens[0], policy.window.window_us, 0}, 3};
-    case Algorithm::sliding_log:
-        // the entries' time and first sequence number
-        return {{tokens[0], tokens[1], cost, 0}, 3};
-    case Algorithm::gcra:
-        break;
-    }
-    return {{policy.gcra.emission_interval_us, cost, 0, 0}, 2};
-}
-
 const char *
-decode_sync_reply(const redisReply *reply, size_t n, int64_t *ttls) noexcept
+decode_sync_reply(const redisReply *reply, size_t n, int64_t *values) noexcept
 {
     if (reply == nullptr) {
         return "no reply";
@@ -194,7 +144,7 @@ decode_sync_reply(const redisReply *reply, size_t n, int64_t *ttls) noexcept
         if (e->type != REDIS_REPLY_INTEGER || e->integer < 0) {
             return "unexpected reply to the sync script: not a count or a time";
         }
-        ttls[i] = e->integer;
+        values[i] = e->integer;
     }
 
     return nullptr;

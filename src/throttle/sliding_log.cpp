@@ -1,5 +1,8 @@
 #include "throttle/sliding_log.hpp"
 
+#include "throttle/lua.hpp"
+#include "throttle/policy.hpp"
+
 #include <algorithm>
 
 namespace throttle {
@@ -126,6 +129,96 @@ sliding_log_record(const WindowParams &params, KeyState &state, int64_t *slots,
     state.words[0] = head;
     state.words[1] = size;
     return size > 0 ? slots[(head + size - 1) % capacity] + w : 0;
+}
+
+namespace {
+
+class SlidingLog final : public Algorithm {
+  public:
+    constexpr SlidingLog() noexcept : Algorithm("sliding_log", true, true) {}
+
+    // A local zone keeps the ring in a key's node: log_max caps it.
+    bool configure(Policy &policy, Message &why) const noexcept override
+    {
+        if (!configure_window(policy, INT64_MAX, why)) {
+            return false;
+        }
+        if (policy.limit > policy.log_max) {
+            why.format("rate=%s burst=%lld keeps %lld timestamps per key, "
+                       "more than log_max=%lld; raise log_max= (up to %lld: "
+                       "8 bytes a timestamp per key) or use "
+                       "algorithm=sliding_window",
+                       RateText(policy.rate).text,
+                       static_cast<long long>(policy.burst),
+                       static_cast<long long>(policy.limit),
+                       static_cast<long long>(policy.log_max),
+                       static_cast<long long>(kMaxLogMax));
+            return false;
+        }
+        policy.log_slots = policy.mode == Mode::strict ? 0 : policy.limit;
+        return true;
+    }
+
+    // A request that passed is recorded by record(), once every zone of
+    // the location passed it.
+    Decision decide(const Policy &policy, const KeyState *current,
+                    const int64_t *log, int64_t now_us,
+                    int64_t cost) const noexcept override
+    {
+        const bool     held = current != nullptr && log != nullptr;
+        const KeyState fresh{};
+        Decision       d =
+            sliding_log_decide(window_params(policy), held ? *current : fresh,
+                               held ? log : nullptr, now_us, cost);
+        d.store = !d.result.limited && cost > 0;
+        return d;
+    }
+
+    void record(const Policy &policy, const Decision &, int64_t now_us,
+                int64_t cost, KeyState &state, int64_t &expire_at_us,
+                int64_t *log) const noexcept override
+    {
+        if (expire_at_us <= now_us) {
+            state = KeyState{}; // every entry has left
+        }
+        expire_at_us =
+            sliding_log_record(window_params(policy), state, log, now_us, cost);
+    }
+
+    // The decision names its entries' time and first sequence number.
+    StrictScripts strict_scripts() const noexcept override
+    {
+        return {&lua::sliding_log, &lua::sliding_log_refund, 2};
+    }
+
+    ScriptArgs decision_args(const Policy &policy,
+                             int64_t       cost) const noexcept override
+    {
+        return window_decision_args(policy, cost);
+    }
+
+    ScriptArgs refund_args(const Policy &, int64_t cost,
+                           const int64_t tokens[2]) const noexcept override
+    {
+        return {{tokens[0], tokens[1], cost, 0}, 3};
+    }
+
+    const Syncing *syncing() const noexcept override { return nullptr; }
+
+    const char *why_not_async() const noexcept override
+    {
+        return "use sync=strict, or sliding_window";
+    }
+};
+
+const SlidingLog kSlidingLog;
+
+} // namespace
+
+const Algorithm &
+sliding_log_algorithm() noexcept
+{
+    return kSlidingLog;
 }
 
 } // namespace throttle

@@ -5,6 +5,10 @@
 // sorted set (src/scripts/sliding_log.lua). Deciding only reads; a request
 // that passes every zone is then recorded, so that one rejected by another
 // zone of the same location leaves no trace.
+//
+// A log is exact or it is nothing: nodes could not merge timestamps they
+// did not see without keeping every one of them twice, so a sliding_log
+// zone cannot sync=async.
 #pragma once
 
 #include "throttle/decision.hpp"
@@ -13,12 +17,6 @@
 #include <cstdint>
 
 namespace throttle {
-
-// The default and the largest cap on a sliding_log zone's limit: memory
-// per key grows with it (8 bytes a slot in a zone, a sorted-set member in
-// Redis).
-constexpr int64_t kDefaultLogMax = 1000;
-constexpr int64_t kMaxLogMax = 100000;
 
 // Passes iff entries in the window + cost <= limit.
 //   remaining    limit - entries in the window (after it, if it passed)
@@ -29,7 +27,8 @@ constexpr int64_t kMaxLogMax = 100000;
 //   expire_at    when the newest entry leaves the window (after this
 //                request, if it passed: what sliding_log_record() returns)
 // `store` is false: the state changes only through sliding_log_record().
-// `slots` holds params.limit timestamps, in ring order.
+// `slots` holds params.limit timestamps, in ring order (null for a fresh
+// key).
 Decision sliding_log_decide(const WindowParams &params, const KeyState &state,
                             const int64_t *slots, int64_t now_us,
                             int64_t cost) noexcept;

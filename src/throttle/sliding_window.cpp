@@ -1,13 +1,15 @@
 #include "throttle/windows.hpp"
 
+#include "throttle/lua.hpp"
+#include "throttle/policy.hpp"
+#include "throttle/window_sync.hpp"
+
 #include <algorithm>
 #include <cmath>
 
 namespace throttle {
 
 namespace {
-
-constexpr uint64_t kCounterMask = 0xffff'ffff;
 
 // The Lua twin computes in doubles: every expression below keeps its
 // operands, their order and their grouping, so that both round alike.
@@ -85,10 +87,9 @@ sliding_window_decide(const WindowParams &params, const KeyState *current,
     int64_t prev = 0;
     int64_t cur = 0;
     if (current != nullptr) {
-        const int64_t  stored = current->words[0];
-        const uint64_t counters = static_cast<uint64_t>(current->words[1]);
-        const auto     p = static_cast<int64_t>(counters >> 32);
-        const auto     c = static_cast<int64_t>(counters & kCounterMask);
+        const int64_t stored = current->words[0];
+        const int64_t p = high_count(current->words[1]);
+        const int64_t c = low_count(current->words[1]);
         if (stored == start) {
             prev = p;
             cur = c;
@@ -117,8 +118,7 @@ sliding_window_decide(const WindowParams &params, const KeyState *current,
         cur += cost;
         d.store = true;
         d.state.words[0] = start;
-        d.state.words[1] = static_cast<int64_t>(
-            static_cast<uint64_t>(prev) << 32 | static_cast<uint64_t>(cur));
+        d.state.words[1] = pack_counts(prev, cur);
         d.expire_at_us = start + 2 * w;
     } else {
         d.result.limited = true;
@@ -137,6 +137,65 @@ sliding_window_decide(const WindowParams &params, const KeyState *current,
         d.result.reset_after_us = start + w - now_us;
     }
     return d;
+}
+
+namespace {
+
+const WindowSync kSlidingWindowSync(lua::sliding_window_sync,
+                                    PreviousWindow::weighs);
+
+class SlidingWindow final : public Algorithm {
+  public:
+    constexpr SlidingWindow() noexcept
+        : Algorithm("sliding_window", true, false)
+    {
+    }
+
+    bool configure(Policy &policy, Message &why) const noexcept override
+    {
+        return configure_window(policy, kMaxSlidingWindowLimit, why);
+    }
+
+    Decision decide(const Policy &policy, const KeyState *current,
+                    const int64_t *, int64_t              now_us,
+                    int64_t cost) const noexcept override
+    {
+        return sliding_window_decide(window_params(policy), current, now_us,
+                                     cost);
+    }
+
+    // The decision names the window it charged, for the refund.
+    StrictScripts strict_scripts() const noexcept override
+    {
+        return {&lua::sliding_window, &lua::sliding_window_refund, 1};
+    }
+
+    ScriptArgs decision_args(const Policy &policy,
+                             int64_t       cost) const noexcept override
+    {
+        return window_decision_args(policy, cost);
+    }
+
+    ScriptArgs refund_args(const Policy &policy, int64_t cost,
+                           const int64_t tokens[2]) const noexcept override
+    {
+        return {{cost, tokens[0], policy.window_us, 0}, 3};
+    }
+
+    const Syncing *syncing() const noexcept override
+    {
+        return &kSlidingWindowSync;
+    }
+};
+
+const SlidingWindow kSlidingWindow;
+
+} // namespace
+
+const Algorithm &
+sliding_window_algorithm() noexcept
+{
+    return kSlidingWindow;
 }
 
 } // namespace throttle

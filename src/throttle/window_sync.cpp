@@ -1,117 +1,47 @@
 #include "throttle/window_sync.hpp"
 
+#include "throttle/policy.hpp"
 #include "throttle/windows.hpp"
+
+#include <algorithm>
+#include <utility>
 
 namespace throttle {
 
-namespace {
-
-constexpr int64_t kLow = (int64_t{1} << 32) - 1;
-
-int64_t
-pack(int64_t prev, int64_t cur) noexcept
+PendingUnits
+merge_window_units(PreviousWindow previous, int64_t window_us, PendingUnits a,
+                   PendingUnits b) noexcept
 {
-    return (prev << 32) | cur;
-}
-
-} // namespace
-
-int64_t
-window_units_cur(int64_t packed) noexcept
-{
-    return packed & kLow;
-}
-
-int64_t
-window_units_prev(int64_t packed) noexcept
-{
-    return packed >> 32;
-}
-
-int64_t
-window_units_total(int64_t packed) noexcept
-{
-    return window_units_cur(packed) + window_units_prev(packed);
-}
-
-WindowUnits
-merge_window_units(Algorithm algorithm, int64_t window_us, WindowUnits a,
-                   WindowUnits b) noexcept
-{
-    if (a.packed == 0) {
+    if (a.units == 0) {
         return b;
     }
-    if (b.packed == 0) {
+    if (b.units == 0) {
         return a;
     }
     if (a.since > b.since) {
-        WindowUnits t = a;
-        a = b;
-        b = t;
+        std::swap(a, b);
     }
 
-    const bool sliding = algorithm == Algorithm::sliding_window;
-    int64_t    prev = window_units_prev(b.packed);
-    int64_t    cur = window_units_cur(b.packed);
+    int64_t prev = high_count(b.units);
+    int64_t cur = low_count(b.units);
 
     if (a.since == b.since) {
-        cur += window_units_cur(a.packed);
-        prev += window_units_prev(a.packed);
+        cur += low_count(a.units);
+        prev += high_count(a.units);
     } else if (a.since == b.since - window_us) {
         // a's window is b's previous: it weighs on b's only if sliding
-        prev += window_units_cur(a.packed);
+        prev += low_count(a.units);
     }
 
-    return {pack(sliding ? prev : 0, cur), b.since};
-}
-
-PendingUnits
-charge_pending(const Policy &policy, PendingUnits pending, int64_t cost,
-               int64_t now_us, const KeyState &state) noexcept
-{
-    if (policy.algorithm == Algorithm::gcra) {
-        if (pending.units == 0) {
-            pending.since = now_us;
-        }
-        pending.units += cost;
-        return pending;
-    }
-    WindowUnits merged = merge_window_units(
-        policy.algorithm, policy.window.window_us,
-        {pending.units, pending.since}, {cost, state.words[0]});
-    return {merged.packed, merged.since};
-}
-
-PendingUnits
-merge_pending(const Policy &policy, PendingUnits kept,
-              PendingUnits since_taken) noexcept
-{
-    if (policy.algorithm == Algorithm::gcra) {
-        PendingUnits p = since_taken;
-        if (kept.units
-            && (since_taken.units == 0 || kept.since < since_taken.since)) {
-            p.since = kept.since;
-        }
-        p.units += kept.units;
-        return p;
-    }
-    WindowUnits merged = merge_window_units(
-        policy.algorithm, policy.window.window_us, {kept.units, kept.since},
-        {since_taken.units, since_taken.since});
-    return {merged.packed, merged.since};
-}
-
-int64_t
-pending_total(const Policy &policy, int64_t units) noexcept
-{
-    return policy.algorithm == Algorithm::gcra ? units
-                                               : window_units_total(units);
+    return {pack_counts(previous == PreviousWindow::weighs ? prev : 0, cur),
+            b.since};
 }
 
 bool
-synced_window_state(Algorithm algorithm, int64_t window_us, int64_t sent_at_us,
-                    int64_t redis_elapsed_us, const int64_t *counts,
-                    WindowUnits unsent, int64_t now_us, KeyState &state,
+synced_window_state(PreviousWindow previous, int64_t window_us,
+                    int64_t sent_at_us, int64_t redis_elapsed_us,
+                    const int64_t *counts, const PendingUnits &unsent,
+                    int64_t now_us, KeyState &state,
                     int64_t &expire_at_us) noexcept
 {
     // Redis's window, in this node's clock: the window start nearest to
@@ -125,33 +55,81 @@ synced_window_state(Algorithm algorithm, int64_t window_us, int64_t sent_at_us,
         return false;
     }
 
-    int64_t prev = 0, cur = 0;
-    if (algorithm == Algorithm::sliding_window) {
-        prev = counts[0];
-        cur = counts[1];
-    } else {
-        cur = counts[0];
-    }
+    const bool weighs = previous == PreviousWindow::weighs;
+    int64_t    prev = weighs ? counts[0] : 0;
+    int64_t    cur = weighs ? counts[1] : counts[0];
 
-    if (unsent.packed != 0) {
+    if (unsent.units != 0) {
         if (unsent.since == start) {
-            cur += window_units_cur(unsent.packed);
-            prev += window_units_prev(unsent.packed);
+            cur += low_count(unsent.units);
+            prev += high_count(unsent.units);
         } else if (unsent.since == start - window_us) {
-            prev += window_units_cur(unsent.packed);
+            prev += low_count(unsent.units);
         }
     }
 
-    if (algorithm == Algorithm::sliding_window) {
-        state.words[0] = start;
-        state.words[1] = pack(prev, cur);
+    state.words[0] = start;
+    if (weighs) {
+        state.words[1] = pack_counts(prev, cur);
         expire_at_us = start + 2 * window_us;
     } else {
-        state.words[0] = start;
         state.words[1] = cur;
         expire_at_us = start + window_us;
     }
     return true;
+}
+
+SyncLayout
+WindowSync::layout() const noexcept
+{
+    return {script_, 1, 3, 1, previous_ == PreviousWindow::weighs ? 2u : 1u};
+}
+
+void
+WindowSync::head_args(const Policy &policy, int64_t *out) const noexcept
+{
+    out[0] = policy.window_us;
+}
+
+void
+WindowSync::key_args(const Policy &, const PendingUnits &units,
+                     int64_t sent_at_us, int64_t *out) const noexcept
+{
+    out[0] = low_count(units.units);
+    out[1] = high_count(units.units);
+    out[2] = units.units ? std::max<int64_t>(sent_at_us - units.since, 0) : 0;
+}
+
+bool
+WindowSync::apply(const Policy &policy, const int64_t *reply_head,
+                  const int64_t *values, int64_t sent_at_us, int64_t now_us,
+                  StoredKey &key) const noexcept
+{
+    return synced_window_state(previous_, policy.window_us, sent_at_us,
+                               reply_head[0], values, key.pending, now_us,
+                               key.state, key.expire_at_us);
+}
+
+// `after.words[0]` is the window the request counted in.
+PendingUnits
+WindowSync::charge(const Policy &policy, PendingUnits pending, int64_t cost,
+                   int64_t, const KeyState &after) const noexcept
+{
+    return merge_window_units(previous_, policy.window_us, pending,
+                              {cost, after.words[0]});
+}
+
+PendingUnits
+WindowSync::merge(const Policy &policy, PendingUnits kept,
+                  PendingUnits since_taken) const noexcept
+{
+    return merge_window_units(previous_, policy.window_us, kept, since_taken);
+}
+
+int64_t
+WindowSync::total(const PendingUnits &pending) const noexcept
+{
+    return low_count(pending.units) + high_count(pending.units);
 }
 
 } // namespace throttle

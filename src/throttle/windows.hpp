@@ -9,6 +9,7 @@
 // real Redis).
 #pragma once
 
+#include "throttle/algorithm.hpp"
 #include "throttle/decision.hpp"
 
 #include <cstdint>
@@ -20,6 +21,15 @@ struct WindowParams {
     int64_t limit;     // units per window: the rate's count + burst
 };
 
+WindowParams window_params(const Policy &policy) noexcept;
+
+// What every window algorithm's configure() does first: a window of the
+// rate's unit and a limit of its count + burst, at most max_limit.
+bool configure_window(Policy &policy, int64_t max_limit, Message &why) noexcept;
+
+// Their decision scripts' ARGV: the window, the limit and the cost.
+ScriptArgs window_decision_args(const Policy &policy, int64_t cost) noexcept;
+
 // The start of the window `now_us` falls in: windows are aligned on
 // multiples of their length since the epoch.
 constexpr int64_t
@@ -28,10 +38,9 @@ window_start(int64_t now_us, int64_t window_us) noexcept
     return now_us - now_us % window_us;
 }
 
-// The largest limit of a sliding_window zone: its two counters share a word.
-constexpr int64_t kMaxSlidingWindowLimit = (int64_t{1} << 31) - 1;
-
 // fixed_window: a counter per aligned window [start, start + window).
+// A key's state: words[0] = start of the window counted, words[1] = units
+// admitted in it.
 // Passes iff counted + cost <= limit; a rejection counts nothing.
 //   remaining    limit - counted (after this request, if it passed)
 //   reset_after  to the window's end if anything is counted in it, else 0
@@ -41,11 +50,16 @@ Decision fixed_window_decide(const WindowParams &params,
                              const KeyState *current, int64_t now_us,
                              int64_t cost) noexcept;
 
+// The largest limit of a sliding_window zone: its two counters share a word.
+constexpr int64_t kMaxSlidingWindowLimit = (int64_t{1} << 31) - 1;
+
 // sliding_window: Cloudflare's approximation of a sliding window from the
 // counters of the current aligned window and the previous one:
 //   weighted = previous * (window - elapsed) / window + current
 // in doubles, evaluated in exactly this order (the Lua twin does the same,
 // so both round alike). Passes iff weighted + cost <= limit.
+// A key's state: words[0] = start of the current window, words[1] =
+// pack_counts(units of the previous window, units of the current one).
 //   remaining    max(0, floor(limit - weighted - cost)) if passed,
 //                max(0, floor(limit - weighted)) if not
 //   reset_after  to the end of the next window if the current one counts

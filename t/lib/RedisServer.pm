@@ -88,6 +88,7 @@ use strict;
 use warnings;
 
 use Carp qw(croak);
+use File::Basename qw(dirname);
 use File::Temp;
 use IO::Select;
 use IO::Socket::INET;
@@ -500,6 +501,21 @@ that CA, and an unrelated CA (C<other_ca>). Returns a hash ref of the
 paths (and C<dir>). EC P-256 keys: quick to make.
 
 =cut
+
+# The text of a Lua script as the module sends it (see
+# cmake/embed_scripts.cmake): src/scripts/lib/prelude.lua, a newline, then
+# src/scripts/NAME.lua.
+sub script_source {
+    my ($name) = @_;
+    my $dir = dirname(__FILE__) . '/../../src/scripts';
+    my $text = '';
+    for my $path ("$dir/lib/prelude.lua", "$dir/$name.lua") {
+        open my $fh, '<', $path or die "$path: $!";
+        local $/;
+        $text .= ($text eq '' ? '' : "\n") . <$fh>;
+    }
+    return $text;
+}
 
 sub tls_fixtures {
     my ($dir) = @_;

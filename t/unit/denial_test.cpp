@@ -24,8 +24,7 @@ rejection(int64_t remaining, int64_t retry_after_us, int64_t reset_after_us)
 
 TEST(Denial, RejectsTheSameCostUntilTheRetryWithRedisAnswer)
 {
-    RememberedDenial m =
-        remember_denial(rejection(2, 5'000, 9'000), 3, 1'000'000);
+    Decision m = remember_denial(rejection(2, 5'000, 9'000), 3, 1'000'000);
     EXPECT_EQ(m.state.words[0], 1'005'000);
     EXPECT_EQ(m.expire_at_us, 1'009'000); // kept until the key is fresh
 
@@ -43,8 +42,7 @@ TEST(Denial, RejectsTheSameCostUntilTheRetryWithRedisAnswer)
 
 TEST(Denial, AsksRedisForOtherCostsOrLater)
 {
-    RememberedDenial m =
-        remember_denial(rejection(2, 5'000, 9'000), 3, 1'000'000);
+    Decision      m = remember_denial(rejection(2, 5'000, 9'000), 3, 1'000'000);
     const int64_t until = m.expire_at_us;
 
     // a smaller cost may fit in what is left
@@ -66,16 +64,15 @@ TEST(Denial, AsksRedisForOtherCostsOrLater)
 
 TEST(Denial, NothingToRememberForACostThatNeverFits)
 {
-    EXPECT_EQ(remember_denial(rejection(10, -1, 0), 11, 1'000'000).expire_at_us,
-              0);
+    EXPECT_FALSE(remember_denial(rejection(10, -1, 0), 11, 1'000'000).store);
 }
 
 TEST(Denial, LargeValuesKeepTheirHalves)
 {
-    const int64_t    cost = 1'000'000'000;
-    const int64_t    remaining = (int64_t{1} << 31) - 1;
-    RememberedDenial m = remember_denial(
-        rejection(remaining, 86'400'000'000, 86'400'000'000), cost, 1);
+    const int64_t cost = 1'000'000'000;
+    const int64_t remaining = (int64_t{1} << 31) - 1;
+    Decision      m = remember_denial(
+             rejection(remaining, 86'400'000'000, 86'400'000'000), cost, 1);
     Decision d = recall_denial(&m.state, m.expire_at_us, remaining, 2, cost);
     EXPECT_TRUE(d.result.limited);
     EXPECT_EQ(d.result.remaining, remaining);

@@ -15,7 +15,7 @@ using namespace testing_support;
 Policy
 policy(int64_t count, int64_t period_us, int64_t burst)
 {
-    return make_test_policy(Algorithm::fixed_window, count, period_us, burst);
+    return make_test_policy("fixed_window", count, period_us, burst);
 }
 
 // decide() hands back the state to store.
@@ -39,7 +39,7 @@ TEST(FixedWindow, BurstAddsToTheWindowAndCostsCountUnits)
 {
     // 3r/m burst 2: 5 units a minute.
     const Policy p = policy(3, 60 * kSecond, 2);
-    EXPECT_EQ(p.limit(), 5);
+    EXPECT_EQ(p.limit, 5);
     const Step steps[] = {
         {10'000, 3, false, 2, 50'000, -1},
         {20'000, 3, true, 2, 40'000, 40'000}, // 3 + 3 > 5: nothing counted
@@ -82,7 +82,7 @@ TEST(FixedWindow, CostAboveTheLimitNeverFits)
         EXPECT_EQ(d.result.reset_after_us, 900 * kMs);
     }
     // the fresh key too, with nothing to reset
-    Decision d = decide(p, nullptr, kEpoch, 6);
+    Decision d = decide_state(p, nullptr, kEpoch, 6);
     EXPECT_TRUE(d.result.limited);
     EXPECT_EQ(d.result.retry_after_us, -1);
     EXPECT_EQ(d.result.remaining, 5);
@@ -92,7 +92,7 @@ TEST(FixedWindow, CostAboveTheLimitNeverFits)
 TEST(FixedWindow, CostZeroOnAFreshKeyCountsNothing)
 {
     const Policy p = policy(5, kSecond, 0);
-    Decision     d = decide(p, nullptr, kEpoch + 5, 0);
+    Decision     d = decide_state(p, nullptr, kEpoch + 5, 0);
     EXPECT_FALSE(d.result.limited);
     EXPECT_EQ(d.result.remaining, 5);
     EXPECT_EQ(d.result.reset_after_us, 0);
@@ -103,14 +103,14 @@ TEST(FixedWindow, StateIsTheWindowStartAndItsCount)
 {
     const Policy  p = policy(10, 60 * kSecond, 0);
     const int64_t now = kEpoch + 61 * kSecond + 7;
-    Decision      d = decide(p, nullptr, now, 3);
+    Decision      d = decide_state(p, nullptr, now, 3);
     ASSERT_TRUE(d.store);
     EXPECT_EQ(d.state.words[0], kEpoch + 60 * kSecond);
     EXPECT_EQ(d.state.words[1], 3);
     EXPECT_EQ(d.expire_at_us, kEpoch + 120 * kSecond);
 
     // A rejection stores nothing.
-    Decision full = decide(p, &d.state, now, 8);
+    Decision full = decide_state(p, &d.state, now, 8);
     EXPECT_TRUE(full.result.limited);
     EXPECT_FALSE(full.store);
 
@@ -119,7 +119,7 @@ TEST(FixedWindow, StateIsTheWindowStartAndItsCount)
         KeyState s;
         s.words[0] = other;
         s.words[1] = 10;
-        Decision r = decide(p, &s, now, 10);
+        Decision r = decide_state(p, &s, now, 10);
         EXPECT_FALSE(r.result.limited) << other;
         EXPECT_EQ(r.result.remaining, 0);
     }
@@ -128,7 +128,7 @@ TEST(FixedWindow, StateIsTheWindowStartAndItsCount)
     KeyState s;
     s.words[0] = kEpoch + 60 * kSecond;
     s.words[1] = 15;
-    Decision r = decide(p, &s, now, 1);
+    Decision r = decide_state(p, &s, now, 1);
     EXPECT_TRUE(r.result.limited);
     EXPECT_EQ(r.result.remaining, 0);
     EXPECT_EQ(r.result.retry_after_us, 59 * kSecond - 7);
@@ -175,7 +175,7 @@ struct ReferenceFixedWindow {
 
 TEST(FixedWindow, MatchesReferenceOverRandomTimelines)
 {
-    RandomTimelines t(Algorithm::fixed_window, 51,
+    RandomTimelines t("fixed_window", 51,
                       {5, 100, 100'000, kMaxSlidingWindowLimit});
     int64_t         rejected = 0;
     while (t.next_round()) {

@@ -1,5 +1,7 @@
 // GCRA against redis-cell's reference vectors and, over long random
 // timelines, against a literal transcription of CL.THROTTLE kept here.
+#include "policy_support.hpp"
+#include "throttle/gcra.hpp"
 #include "throttle/policy.hpp"
 
 #include <gtest/gtest.h>
@@ -11,30 +13,23 @@
 namespace throttle {
 namespace {
 
+using namespace testing_support;
+
 constexpr int64_t kMs = 1000;
 
 Policy
 policy(int64_t count, int64_t period_us, int64_t burst)
 {
-    auto p = make_policy(Algorithm::gcra, Rate{count, period_us}, burst);
-    EXPECT_TRUE(p) << p.error;
-    return *p.value;
+    return make_test_policy("gcra", count, period_us, burst);
 }
 
-// One key held the way a zone holds it: state plus expiry.
+// One key held the way a zone holds it.
 struct Slot {
-    std::optional<KeyState> state;
-    int64_t                 expire_at_us = 0;
+    StoredSlot slot;
 
     ThrottleResult hit(const Policy &p, int64_t now, int64_t cost)
     {
-        const bool live = state && now < expire_at_us;
-        Decision   d = decide(p, live ? &*state : nullptr, now, cost);
-        if (d.store) {
-            state = d.state;
-            expire_at_us = d.expire_at_us;
-        }
-        return d.result;
+        return slot.hit(p, now, cost).result;
     }
 };
 
@@ -78,8 +73,8 @@ TEST(Gcra, DesignHeaderExample)
     // rate=30r/m burst=15: one request leaves 15 and resets in 2 s; the
     // 17th back to back is refused with 2 s to wait.
     const Policy p = policy(30, 60'000'000, 15);
-    EXPECT_EQ(p.limit(), 16);
-    EXPECT_EQ(ceil_seconds(p.window_us()), 32);
+    EXPECT_EQ(p.limit, 16);
+    EXPECT_EQ(ceil_seconds(p.window_us), 32);
     Slot           slot;
     ThrottleResult first = slot.hit(p, 0, 1);
     EXPECT_FALSE(first.limited);
@@ -114,9 +109,10 @@ TEST(Gcra, RejectionChangesNothing)
     for (int i = 0; i < 3; i++) {
         slot.hit(p, 0, 1);
     }
-    const KeyState before = *slot.state;
+    const StoredKey before = slot.slot.key;
     EXPECT_TRUE(slot.hit(p, 1, 1).limited);
-    EXPECT_EQ(slot.state->words[0], before.words[0]);
+    EXPECT_EQ(slot.slot.key.state.words[0], before.state.words[0]);
+    EXPECT_EQ(slot.slot.key.expire_at_us, before.expire_at_us);
 }
 
 // CL.THROTTLE as redis-cell's source spells it, over a store with expiry.
@@ -166,16 +162,14 @@ TEST(Gcra, MatchesReferenceOverRandomTimelines)
         const int64_t period = periods[rng() % 3];
         const int64_t burst = static_cast<int64_t>(rng() % 20);
         const Policy  p = policy(count, period, burst);
-        ReferenceCell ref{
-            p.gcra.emission_interval_us, p.gcra.tolerance_us, p.gcra.limit, {}};
+        ReferenceCell ref{p.emission_interval_us, p.window_us, p.limit, {}};
         std::map<int, Slot> slots;
         int64_t now = static_cast<int64_t>(rng() % 1'000'000'000'000);
         for (int step = 0; step < 2000; step++) {
             // Mostly small steps (bursts), sometimes long idle gaps.
             now += rng() % 8 == 0
-                ? static_cast<int64_t>(rng() % (3 * p.window_us()))
-                : static_cast<int64_t>(rng()
-                                       % (p.gcra.emission_interval_us + 1));
+                ? static_cast<int64_t>(rng() % (3 * p.window_us))
+                : static_cast<int64_t>(rng() % (p.emission_interval_us + 1));
             const int      key = static_cast<int>(rng() % 4);
             const int64_t  cost = static_cast<int64_t>(rng() % (burst + 3));
             ThrottleResult want = ref.throttle(key, now, cost);

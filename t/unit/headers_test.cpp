@@ -1,3 +1,4 @@
+#include "policy_support.hpp"
 #include "throttle/headers.hpp"
 
 #include <gtest/gtest.h>
@@ -24,7 +25,7 @@ ratelimit_value(std::string_view name, const ThrottleResult &r)
 
 TEST(Headers, DesignExample)
 {
-    auto p = make_policy(Algorithm::gcra, Rate{30, 60'000'000}, 15);
+    auto p = testing_support::try_policy("gcra", 30, 60'000'000, 15);
     ASSERT_TRUE(p);
     EXPECT_EQ(policy_value("reply", *p.value), "\"reply\";q=16;w=32");
     ThrottleResult r;
@@ -46,7 +47,7 @@ TEST(Headers, SecondsRoundUp)
     r.reset_after_us = 1'500'000;
     EXPECT_EQ(ratelimit_value("a", r), "\"a\";r=0;t=2");
     // a window of 5 x 333333 us is 1.666665 s
-    auto p = make_policy(Algorithm::gcra, Rate{3, 1'000'000}, 4);
+    auto p = testing_support::try_policy("gcra", 3, 1'000'000, 4);
     EXPECT_EQ(policy_value("a", *p.value), "\"a\";q=5;w=2");
 }
 

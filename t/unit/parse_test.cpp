@@ -1,7 +1,9 @@
 #include "throttle/parse.hpp"
-#include "throttle/policy.hpp"
 
 #include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
 
 namespace throttle {
 namespace {
@@ -51,65 +53,19 @@ TEST(ParseCount, Bounds)
     EXPECT_FALSE(parse_count("99999999999999999999999", INT64_MAX));
 }
 
-TEST(Policy, AlgorithmNames)
+TEST(RateText, AsParseRateReadsIt)
 {
-    for (Algorithm a : {Algorithm::gcra, Algorithm::fixed_window,
-                        Algorithm::sliding_window, Algorithm::sliding_log})
-    {
-        auto parsed = parse_algorithm(algorithm_name(a));
-        ASSERT_TRUE(parsed) << algorithm_name(a);
-        EXPECT_EQ(*parsed.value, a);
-    }
-    EXPECT_EQ(algorithm_name(Algorithm::sliding_log), "sliding_log");
-    // the meters of the seeds are GCRA: no second name for them
-    for (const char *other : {"token_bucket", "leaky_bucket", "GCRA", ""}) {
-        auto a = parse_algorithm(other);
-        EXPECT_FALSE(a) << other;
-        EXPECT_NE(std::string(a.error).find("unknown"), std::string::npos);
+    for (const char *text : {"1r/s", "30r/m", "5r/h", "100r/d", "1000000r/s"}) {
+        EXPECT_STREQ(RateText(*parse_rate(text).value).text, text);
     }
 }
 
-TEST(Policy, WindowParameters)
+TEST(Message, Formats)
 {
-    auto p = make_policy(Algorithm::fixed_window, Rate{30, 60'000'000}, 5);
-    ASSERT_TRUE(p);
-    EXPECT_EQ(p.value->window.window_us, 60'000'000);
-    EXPECT_EQ(p.value->limit(), 35);
-    EXPECT_EQ(p.value->window_us(), 60'000'000);
-    EXPECT_TRUE(p.value->wall_clock());
-    EXPECT_EQ(p.value->log_slots(), 0);
-
-    auto g = make_policy(Algorithm::gcra, Rate{30, 60'000'000}, 5);
-    ASSERT_TRUE(g);
-    EXPECT_FALSE(g.value->wall_clock());
-    EXPECT_EQ(g.value->limit(), 6);
-
-    // a log keeps a timestamp per unit of its limit, up to log_max
-    auto l = make_policy(Algorithm::sliding_log, Rate{1000, 1'000'000}, 0);
-    ASSERT_TRUE(l);
-    EXPECT_EQ(l.value->log_slots(), 1000);
-    EXPECT_FALSE(make_policy(Algorithm::sliding_log, Rate{1000, 1'000'000}, 1));
-    EXPECT_TRUE(
-        make_policy(Algorithm::sliding_log, Rate{1000, 1'000'000}, 1, 1001));
-}
-
-TEST(Policy, DerivedParameters)
-{
-    auto p = make_policy(Algorithm::gcra, Rate{3, 1'000'000}, 2);
-    ASSERT_TRUE(p);
-    EXPECT_EQ(p.value->gcra.emission_interval_us, 333'333);
-    EXPECT_EQ(p.value->gcra.tolerance_us, 999'999);
-    EXPECT_EQ(p.value->limit(), 3);
-}
-
-TEST(Policy, RefusesToleranceThatWouldOverflow)
-{
-    EXPECT_FALSE(
-        make_policy(Algorithm::gcra, Rate{1, 86'400'000'000}, kMaxBurst));
-    EXPECT_FALSE(make_policy(Algorithm::gcra, Rate{1, 1'000'000}, -1));
-    EXPECT_TRUE(make_policy(Algorithm::gcra, Rate{1, 86'400'000'000}, 10'000));
-    EXPECT_FALSE(
-        make_policy(Algorithm::gcra, Rate{1, 86'400'000'000}, 1'000'000));
+    Message m;
+    EXPECT_STREQ(m.format("%s=%d", "a", 1).text(), "a=1");
+    std::string long_text(1000, 'x');
+    EXPECT_LT(std::strlen(m.format("%s", long_text.c_str()).text()), 1000u);
 }
 
 } // namespace

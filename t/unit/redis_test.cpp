@@ -1,7 +1,8 @@
 // Redis key names and script replies, decoded by hiredis's own reader from
 // RESP bytes as they come off the wire.
+#include "throttle/gcra.hpp"
+#include "throttle/lua.hpp"
 #include "throttle/redis.hpp"
-#include "throttle/scripts.hpp"
 
 #include <hiredis/hiredis.h>
 #include <gtest/gtest.h>
@@ -81,8 +82,8 @@ parse(const std::string &resp)
 TEST(DecisionReply, Decision)
 {
     Reply       r = parse("*5\r\n:1\r\n:5\r\n:2\r\n:3000000\r\n:3000000\r\n");
-    ScriptReply d = decode_decision_reply(r.get());
-    ASSERT_EQ(d.kind, ScriptReply::ok);
+    ScriptReply d = decode_decision_reply(r.get(), 0);
+    ASSERT_TRUE(d.ok);
     EXPECT_TRUE(d.result.limited);
     EXPECT_EQ(d.result.limit, 5);
     EXPECT_EQ(d.result.remaining, 2);
@@ -90,21 +91,23 @@ TEST(DecisionReply, Decision)
     EXPECT_EQ(d.result.retry_after_us, 3'000'000);
 
     d = decode_decision_reply(
-        parse("*5\r\n:0\r\n:16\r\n:15\r\n:2000000\r\n:-1\r\n").get());
-    ASSERT_EQ(d.kind, ScriptReply::ok);
+        parse("*5\r\n:0\r\n:16\r\n:15\r\n:2000000\r\n:-1\r\n").get(), 0);
+    ASSERT_TRUE(d.ok);
     EXPECT_FALSE(d.result.limited);
     EXPECT_EQ(d.result.retry_after_us, -1);
 }
 
 TEST(DecisionReply, ErrorsAreNeverDecisions)
 {
-    ScriptReply d = decode_decision_reply(
-        parse("-NOSCRIPT No matching script. Please use EVAL.\r\n").get());
-    EXPECT_EQ(d.kind, ScriptReply::noscript);
+    Reply noscript =
+        parse("-NOSCRIPT No matching script. Please use EVAL.\r\n");
+    ScriptReply d = decode_decision_reply(noscript.get(), 0);
+    EXPECT_FALSE(d.ok);
+    EXPECT_EQ(d.message.substr(0, 8), "NOSCRIPT");
 
     Reply wrongpass = parse("-WRONGPASS invalid username-password pair\r\n");
-    d = decode_decision_reply(wrongpass.get());
-    EXPECT_EQ(d.kind, ScriptReply::error);
+    d = decode_decision_reply(wrongpass.get(), 0);
+    EXPECT_FALSE(d.ok);
     EXPECT_EQ(d.message.substr(0, 9), "WRONGPASS");
 
     for (const char *bad : {
@@ -118,11 +121,9 @@ TEST(DecisionReply, ErrorsAreNeverDecisions)
              "*5\r\n:0\r\n:0\r\n:2\r\n:3\r\n:-1\r\n",      // limit 0
          })
     {
-        EXPECT_EQ(decode_decision_reply(parse(bad).get()).kind,
-                  ScriptReply::error)
-            << bad;
+        EXPECT_FALSE(decode_decision_reply(parse(bad).get(), 0).ok) << bad;
     }
-    EXPECT_EQ(decode_decision_reply(nullptr).kind, ScriptReply::error);
+    EXPECT_FALSE(decode_decision_reply(nullptr, 0).ok);
 }
 
 TEST(DecisionReply, TokensFollowTheResult)
@@ -130,17 +131,17 @@ TEST(DecisionReply, TokensFollowTheResult)
     Reply       r = parse("*7\r\n:0\r\n:10\r\n:7\r\n:1000000\r\n:-1\r\n"
                                 ":1763000000123456\r\n:3\r\n");
     ScriptReply d = decode_decision_reply(r.get(), 2);
-    ASSERT_EQ(d.kind, ScriptReply::ok);
+    ASSERT_TRUE(d.ok);
     EXPECT_EQ(d.result.remaining, 7);
     EXPECT_EQ(d.tokens[0], 1'763'000'000'123'456);
     EXPECT_EQ(d.tokens[1], 3);
 
     // a reply of another length than the script's is an error
-    EXPECT_EQ(decode_decision_reply(r.get(), 1).kind, ScriptReply::error);
-    EXPECT_EQ(decode_decision_reply(r.get()).kind, ScriptReply::error);
+    EXPECT_FALSE(decode_decision_reply(r.get(), 1).ok);
+    EXPECT_FALSE(decode_decision_reply(r.get(), 0).ok);
     Reply s = parse("*6\r\n:0\r\n:10\r\n:7\r\n:1000000\r\n:-1\r\n"
                     "$2\r\nxx\r\n");
-    EXPECT_EQ(decode_decision_reply(s.get(), 1).kind, ScriptReply::error);
+    EXPECT_FALSE(decode_decision_reply(s.get(), 1).ok);
 }
 
 TEST(SyncReply, TimesToLive)
@@ -161,68 +162,24 @@ TEST(SyncReply, TimesToLive)
     EXPECT_NE(decode_sync_reply(nullptr, 1, ttls), nullptr);
 }
 
-TEST(SyncReply, MergedViewAddsWhatWasChargedSince)
+TEST(GcraSync, MergedViewAddsWhatWasChargedSince)
 {
     // batch sent at 10 s; Redis: TAT 3 s ahead; 2 more units at T = 0.5 s
     EXPECT_EQ(synced_tat(10'000'000, 3'000'000, 500'000, 2), 14'000'000);
     EXPECT_EQ(synced_tat(10'000'000, 0, 500'000, 0), 10'000'000);
 }
 
-TEST(Scripts, EmbeddedWithTheirSha1)
+TEST(Scripts, EmbeddedWithTheirSha1AfterThePrelude)
 {
-    const Script &gcra = script(ScriptId::gcra);
-    EXPECT_EQ(gcra.name, "gcra");
-    EXPECT_NE(gcra.source.find("redis.call('TIME')"), std::string_view::npos);
-    EXPECT_EQ(gcra.sha1.size(), 40u);
-    EXPECT_EQ(script(ScriptId::gcra_refund).name, "gcra_refund");
-    EXPECT_NE(script(ScriptId::gcra_refund).sha1, gcra.sha1);
-    EXPECT_EQ(script(ScriptId::gcra_sync).name, "gcra_sync");
-}
-
-TEST(StrictScripts, ArgumentsPerAlgorithm)
-{
-    const Policy gcra =
-        *make_policy(Algorithm::gcra, Rate{30, 60'000'000}, 15).value;
-    ScriptArgs a = strict_args(gcra, 2);
-    ASSERT_EQ(a.n, 4u);
-    EXPECT_EQ(a.values[0], 2'000'000);  // T
-    EXPECT_EQ(a.values[1], 32'000'000); // DVT
-    EXPECT_EQ(a.values[2], 16);
-    EXPECT_EQ(a.values[3], 2);
-
-    const int64_t tokens[2] = {1'763'000'000'000'000, 7};
-    a = refund_args(gcra, 2, tokens);
-    ASSERT_EQ(a.n, 2u);
-    EXPECT_EQ(a.values[0], 2'000'000);
-    EXPECT_EQ(a.values[1], 2);
-
-    const Policy log =
-        *make_policy(Algorithm::sliding_log, Rate{30, 60'000'000}, 5).value;
-    a = strict_args(log, 3);
-    ASSERT_EQ(a.n, 3u);
-    EXPECT_EQ(a.values[0], 60'000'000);
-    EXPECT_EQ(a.values[1], 35);
-    EXPECT_EQ(a.values[2], 3);
-    a = refund_args(log, 3, tokens); // ts, first seq, cost
-    ASSERT_EQ(a.n, 3u);
-    EXPECT_EQ(a.values[0], tokens[0]);
-    EXPECT_EQ(a.values[1], 7);
-    EXPECT_EQ(a.values[2], 3);
-
-    const Policy sliding =
-        *make_policy(Algorithm::sliding_window, Rate{30, 60'000'000}, 5).value;
-    a = refund_args(sliding, 3, tokens); // cost, window, its length
-    ASSERT_EQ(a.n, 3u);
-    EXPECT_EQ(a.values[0], 3);
-    EXPECT_EQ(a.values[1], tokens[0]);
-    EXPECT_EQ(a.values[2], 60'000'000);
-
-    const Policy fixed =
-        *make_policy(Algorithm::fixed_window, Rate{30, 60'000'000}, 5).value;
-    a = refund_args(fixed, 3, tokens); // cost, window
-    ASSERT_EQ(a.n, 2u);
-    EXPECT_EQ(a.values[0], 3);
-    EXPECT_EQ(a.values[1], tokens[0]);
+    EXPECT_EQ(lua::gcra.name, "gcra");
+    EXPECT_NE(lua::gcra.source.find("local function clock_us"),
+              std::string_view::npos);
+    EXPECT_NE(lua::gcra.source.find("redis.call('GET', KEYS[1])"),
+              std::string_view::npos);
+    EXPECT_EQ(lua::gcra.sha1.size(), 40u);
+    EXPECT_EQ(lua::gcra_refund.name, "gcra_refund");
+    EXPECT_NE(lua::gcra_refund.sha1, lua::gcra.sha1);
+    EXPECT_EQ(lua::gcra_sync.name, "gcra_sync");
 }
 
 } // namespace

@@ -12,9 +12,11 @@
 // on it. The timelines therefore read a key's expiry, then hold the key
 // far out (held_pttl()); a key the scripts meant to be gone stays behind
 // as stale state, and a script must read stale state as no state.
+#include "policy_support.hpp"
 #include "throttle/clock.hpp"
+#include "throttle/lua.hpp"
 #include "throttle/policy.hpp"
-#include "throttle/scripts.hpp"
+#include "throttle/windows.hpp"
 
 #include <hiredis/hiredis.h>
 #include <gtest/gtest.h>
@@ -237,39 +239,9 @@ class RedisServer {
     Context context_;
 };
 
-// --- the C++ model of one key
+// --- the C++ model of one key: held as a zone holds it
 
-// A key held the way a zone holds it: state, expiry, and for sliding_log
-// the ring of timestamps.
-struct Model {
-    std::optional<KeyState> state;
-    int64_t                 expire_at_us = 0;
-    std::vector<int64_t>    log;
-
-    ThrottleResult hit(const Policy &p, int64_t now, int64_t cost)
-    {
-        const bool live = state && now < expire_at_us;
-        if (p.algorithm == Algorithm::sliding_log) {
-            Decision d = decide(p, live ? &*state : nullptr, now, cost,
-                                live ? log.data() : nullptr);
-            if (!d.result.limited) {
-                if (!live) {
-                    state = KeyState{};
-                    log.assign(static_cast<size_t>(p.log_slots()), 0);
-                }
-                expire_at_us =
-                    sliding_log_record(p.window, *state, log.data(), now, cost);
-            }
-            return d.result;
-        }
-        Decision d = decide(p, live ? &*state : nullptr, now, cost);
-        if (d.store) {
-            state = d.state;
-            expire_at_us = d.expire_at_us;
-        }
-        return d.result;
-    }
-};
+using Model = testing_support::StoredSlot;
 
 std::string
 str(const ThrottleResult &r)
@@ -285,12 +257,9 @@ std::string
 str(const Policy &p)
 {
     std::ostringstream s;
-    s << algorithm_name(p.algorithm) << " rate=" << p.rate.count << "/"
-      << p.rate.period_us << "us burst=" << p.burst << " limit=" << p.limit();
-    if (p.algorithm == Algorithm::gcra) {
-        s << " T=" << p.gcra.emission_interval_us
-          << " DVT=" << p.gcra.tolerance_us;
-    }
+    s << p.algorithm->name << " rate=" << p.rate.count << "/"
+      << p.rate.period_us << "us burst=" << p.burst << " limit=" << p.limit
+      << " T=" << p.emission_interval_us << " w=" << p.window_us;
     return s.str();
 }
 
@@ -327,11 +296,9 @@ class ScriptsInRedis : public testing::Test {
         Reply r = run({"FLUSHALL"});
         ASSERT_TRUE(r && r->type == REDIS_REPLY_STATUS);
         // EVALSHA below needs no NOSCRIPT fallback
-        for (int i = 0; i <= static_cast<int>(ScriptId::sliding_window_sync);
-             i++) {
-            const Script &sc = script(static_cast<ScriptId>(i));
-            r = run({"SCRIPT", "LOAD", std::string(sc.source)});
-            ASSERT_TRUE(r && r->type == REDIS_REPLY_STRING) << sc.name;
+        for (const Script *sc : lua::all) {
+            r = run({"SCRIPT", "LOAD", std::string(sc->source)});
+            ASSERT_TRUE(r && r->type == REDIS_REPLY_STRING) << sc->name;
         }
     }
 
@@ -393,19 +360,20 @@ class ScriptsInRedis : public testing::Test {
     }
 
     static std::vector<std::string>
-    evalsha(ScriptId id, const std::string &key,
+    evalsha(const Script &script, const std::string &key,
             const std::vector<std::string> &argv)
     {
-        std::vector<std::string> args = {
-            "EVALSHA", std::string(script(id).sha1), "1", key};
+        std::vector<std::string> args = {"EVALSHA", std::string(script.sha1),
+                                         "1", key};
         args.insert(args.end(), argv.begin(), argv.end());
         return args;
     }
 
     // A script's reply, an array of integers (or one integer), as a vector.
-    static std::vector<int64_t> integers(ScriptId id, const redisReply *r)
+    static std::vector<int64_t> integers(const Script     &script,
+                                         const redisReply *r)
     {
-        const std::string_view name = script(id).name;
+        const std::string_view name = script.name;
         std::vector<int64_t>   out;
         if (r == nullptr) {
             ADD_FAILURE() << name << ": no reply: " << redis()->errstr;
@@ -439,41 +407,38 @@ class ScriptsInRedis : public testing::Test {
         return r->integer;
     }
 
-    static std::vector<int64_t> eval(ScriptId id, const std::string &key,
+    static std::vector<int64_t> eval(const Script                   &script,
+                                     const std::string              &key,
                                      const std::vector<std::string> &argv)
     {
-        return integers(id, run(evalsha(id, key, argv)).get());
+        return integers(script, run(evalsha(script, key, argv)).get());
+    }
+
+    // A script call as the module makes it, with the test-only now last.
+    static std::vector<std::string> evalsha(const ScriptCall      &call,
+                                            const std::string     &key,
+                                            std::optional<int64_t> now = {})
+    {
+        std::vector<std::string> argv;
+        for (size_t i = 0; i < call.args.n; i++) {
+            argv.push_back(std::to_string(call.args.values[i]));
+        }
+        if (now) {
+            argv.push_back(std::to_string(*now));
+        }
+        return evalsha(*call.script, key, argv);
     }
 
     // The decision script of a policy, with the test-only now.
-    static ScriptId decision_script(const Policy &p)
+    static const Script &decision_script(const Policy &p)
     {
-        switch (p.algorithm) {
-        case Algorithm::gcra:
-            return ScriptId::gcra;
-        case Algorithm::fixed_window:
-            return ScriptId::fixed_window;
-        case Algorithm::sliding_window:
-            return ScriptId::sliding_window;
-        default:
-            return ScriptId::sliding_log;
-        }
+        return *p.decision_call(0).script;
     }
 
     static std::vector<std::string>
     decision(const Policy &p, const std::string &key, int64_t now, int64_t cost)
     {
-        const std::string c = std::to_string(cost);
-        const std::string n = std::to_string(now);
-        if (p.algorithm == Algorithm::gcra) {
-            return evalsha(ScriptId::gcra, key,
-                           {std::to_string(p.gcra.emission_interval_us),
-                            std::to_string(p.gcra.tolerance_us),
-                            std::to_string(p.gcra.limit), c, n});
-        }
-        return evalsha(decision_script(p), key,
-                       {std::to_string(p.window.window_us),
-                        std::to_string(p.window.limit), c, n});
+        return evalsha(p.decision_call(cost), key, now);
     }
 
     static std::vector<int64_t> decide_in_redis(const Policy      &p,
@@ -495,7 +460,7 @@ class ScriptsInRedis : public testing::Test {
         return r;
     }
 
-    void timelines(Algorithm algorithm, uint64_t seed);
+    void timelines(std::string_view algorithm, uint64_t seed);
 
     static RedisServer *server_;
     static std::string *error_;
@@ -513,7 +478,7 @@ uniform(std::mt19937_64 &rng, int64_t lo, int64_t hi)
 }
 
 Policy
-random_policy(std::mt19937_64 &rng, Algorithm algorithm)
+random_policy(std::mt19937_64 &rng, std::string_view algorithm)
 {
     for (;;) {
         const int64_t window = kWindows[uniform(rng, 0, 3)];
@@ -521,7 +486,7 @@ random_policy(std::mt19937_64 &rng, Algorithm algorithm)
         switch (uniform(rng, 0, 9)) {
         case 0:
             // large limits: for sliding_window the doubles round
-            count = algorithm == Algorithm::sliding_log
+            count = algorithm == "sliding_log"
                 ? uniform(rng, 100, 900)
                 : uniform(rng, 1000, 100'000'000);
             burst = uniform(rng, 0, 100);
@@ -536,10 +501,10 @@ random_policy(std::mt19937_64 &rng, Algorithm algorithm)
             burst = uniform(rng, 0, 5);
             break;
         }
-        if (algorithm == Algorithm::gcra) {
+        if (algorithm == "gcra") {
             count = std::min(count, window);
         }
-        auto p = make_policy(algorithm, Rate{count, window}, burst);
+        auto p = testing_support::try_policy(algorithm, count, window, burst);
         if (p) {
             return *p.value;
         }
@@ -601,7 +566,7 @@ struct KeyTrack {
 };
 
 void
-ScriptsInRedis::timelines(Algorithm algorithm, uint64_t seed)
+ScriptsInRedis::timelines(std::string_view algorithm, uint64_t seed)
 {
     constexpr int kPolicies = 50;
     constexpr int kSteps = 400;
@@ -619,24 +584,23 @@ ScriptsInRedis::timelines(Algorithm algorithm, uint64_t seed)
         for (int step = 0; step < kSteps; step++) {
             now = next_now(rng, now, w);
             const int         ki = static_cast<int>(uniform(rng, 0, kKeys - 1));
-            const std::string key =
-                "t:" + std::string(algorithm_name(algorithm)) + ":"
+            const std::string key = "t:" + std::string(algorithm) + ":"
                 + std::to_string(pi) + ":" + std::to_string(ki);
             KeyTrack     &k = keys[static_cast<size_t>(ki)];
-            const int64_t cost = random_cost(rng, p.limit());
+            const int64_t cost = random_cost(rng, p.limit);
             const Model   before = k.model;
 
             // the decision, and what the key is left with, in one trip
             std::vector<std::vector<std::string>> commands = {
                 decision(p, key, now, cost), held_pttl(key)};
-            if (algorithm == Algorithm::sliding_log) {
+            if (algorithm == "sliding_log") {
                 commands.push_back({"ZCARD", key});
             }
             const std::vector<Reply>   replies = pipeline(commands);
             const std::vector<int64_t> reply =
                 integers(decision_script(p), replies[0].get());
             const int64_t        pttl = integer(replies[1].get());
-            const ThrottleResult local = k.model.hit(p, now, cost);
+            const ThrottleResult local = k.model.hit(p, now, cost).result;
 
             std::ostringstream where;
             where << str(p) << " seed=" << seed << " policy#" << pi << " step#"
@@ -662,18 +626,15 @@ ScriptsInRedis::timelines(Algorithm algorithm, uint64_t seed)
             }
 
             const int64_t start = now - now % w;
-            if (algorithm == Algorithm::fixed_window
-                || algorithm == Algorithm::sliding_window)
-            {
+            if (algorithm == "fixed_window" || algorithm == "sliding_window") {
                 ASSERT_EQ(reply.size(), 6u) << where.str();
                 ASSERT_EQ(reply[5], start) << where.str();
             }
-            if (algorithm == Algorithm::sliding_log) {
+            if (algorithm == "sliding_log") {
                 ASSERT_EQ(reply.size(), 7u) << where.str();
                 ASSERT_EQ(reply[5], now) << where.str();
                 // the set holds exactly the entries in the window
-                ASSERT_EQ(integer(replies[2].get()),
-                          p.limit() - local.remaining)
+                ASSERT_EQ(integer(replies[2].get()), p.limit - local.remaining)
                     << where.str();
                 checks++;
             }
@@ -693,9 +654,9 @@ ScriptsInRedis::timelines(Algorithm algorithm, uint64_t seed)
             // for sliding_window) ahead. A key that had less than a few
             // milliseconds left may be gone (-2) or about to go (0).
             int64_t expiry_bound_us = local.reset_after_us;
-            if (algorithm == Algorithm::fixed_window) {
+            if (algorithm == "fixed_window") {
                 expiry_bound_us = w;
-            } else if (algorithm == Algorithm::sliding_window) {
+            } else if (algorithm == "sliding_window") {
                 expiry_bound_us = 2 * w;
             }
             ASSERT_LE(pttl, (expiry_bound_us + 999) / 1000) << where.str();
@@ -704,41 +665,31 @@ ScriptsInRedis::timelines(Algorithm algorithm, uint64_t seed)
             }
             checks++;
 
-            if (algorithm == Algorithm::gcra || uniform(rng, 0, 5) != 0) {
+            if (algorithm == "gcra" || uniform(rng, 0, 5) != 0) {
                 continue;
             }
             // Give the request back, as when another zone rejected it: the
             // key then decides as it did before the request.
             refunds++;
-            const int64_t            counted = p.limit() - local.remaining;
-            ScriptId                 refund;
-            std::vector<std::string> argv;
-            int64_t                  expected;
-            switch (algorithm) {
-            case Algorithm::fixed_window:
+            const int64_t counted = p.limit - local.remaining;
+            int64_t       expected;
+            if (algorithm == "fixed_window") {
                 // what the window counts without it
-                refund = ScriptId::fixed_window_refund;
-                argv = {std::to_string(cost), std::to_string(start)};
                 expected = counted - cost;
-                break;
-            case Algorithm::sliding_window:
-                refund = ScriptId::sliding_window_refund;
-                argv = {std::to_string(cost), std::to_string(start),
-                        std::to_string(w)};
+            } else if (algorithm == "sliding_window") {
                 expected = 1;
-                break;
-            default:
+            } else {
                 // its members: "<now>:<count + j>"
                 ASSERT_EQ(reply[6], counted - cost) << where.str();
-                refund = ScriptId::sliding_log_refund;
-                argv = {std::to_string(reply[5]), std::to_string(reply[6]),
-                        std::to_string(cost)};
                 expected = cost;
-                break;
             }
+            // the charge, as the module reads it from the decision
+            const ScriptReply decided = p.read_decision(replies[0].get());
+            ASSERT_TRUE(decided.ok) << where.str();
+            const ScriptCall refund = p.refund_call(cost, decided.tokens);
             const std::vector<Reply> refunded =
-                pipeline({evalsha(refund, key, argv), held_pttl(key)});
-            ASSERT_EQ(integers(refund, refunded[0].get()),
+                pipeline({evalsha(refund, key), held_pttl(key)});
+            ASSERT_EQ(integers(*refund.script, refunded[0].get()),
                       std::vector<int64_t>{expected})
                 << where.str() << " (refund)";
             ASSERT_NE(integer(refunded[1].get()), -1)
@@ -748,8 +699,8 @@ ScriptsInRedis::timelines(Algorithm algorithm, uint64_t seed)
             k.history.back() += " (refunded)";
         }
     }
-    std::cout << "[          ] " << algorithm_name(algorithm) << ": "
-              << kPolicies << " policies x " << kSteps << " steps, " << passes
+    std::cout << "[          ] " << algorithm << ": " << kPolicies
+              << " policies x " << kSteps << " steps, " << passes
               << " passing writes, " << refunds << " refunds, " << checks
               << " checks\n";
 }
@@ -758,34 +709,33 @@ ScriptsInRedis::timelines(Algorithm algorithm, uint64_t seed)
 
 TEST_F(ScriptsInRedis, EmbeddedSha1IsRedisOwn)
 {
-    for (int i = 0; i <= static_cast<int>(ScriptId::sliding_window_sync); i++) {
-        const Script &s = script(static_cast<ScriptId>(i));
-        Reply         r = run({"SCRIPT", "LOAD", std::string(s.source)});
+    for (const Script *s : lua::all) {
+        Reply r = run({"SCRIPT", "LOAD", std::string(s->source)});
         ASSERT_TRUE(r);
         ASSERT_EQ(r->type, REDIS_REPLY_STRING)
-            << s.name << ": " << std::string(r->str, r->len);
-        EXPECT_EQ(std::string(r->str, r->len), s.sha1) << s.name;
+            << s->name << ": " << std::string(r->str, r->len);
+        EXPECT_EQ(std::string(r->str, r->len), s->sha1) << s->name;
     }
 }
 
 TEST_F(ScriptsInRedis, GcraTimelines)
 {
-    timelines(Algorithm::gcra, 1);
+    timelines("gcra", 1);
 }
 
 TEST_F(ScriptsInRedis, FixedWindowTimelines)
 {
-    timelines(Algorithm::fixed_window, 2);
+    timelines("fixed_window", 2);
 }
 
 TEST_F(ScriptsInRedis, SlidingWindowTimelines)
 {
-    timelines(Algorithm::sliding_window, 3);
+    timelines("sliding_window", 3);
 }
 
 TEST_F(ScriptsInRedis, SlidingLogTimelines)
 {
-    timelines(Algorithm::sliding_log, 4);
+    timelines("sliding_log", 4);
 }
 
 TEST_F(ScriptsInRedis, SlidingLogMembersOfOneMicrosecondAreAllKept)
@@ -796,7 +746,7 @@ TEST_F(ScriptsInRedis, SlidingLogMembersOfOneMicrosecondAreAllKept)
     int64_t                        total = 0, first = 0;
     for (int64_t cost : {2, 3, 0, 1, 4}) {
         std::vector<int64_t> r =
-            eval(ScriptId::sliding_log, key,
+            eval(lua::sliding_log, key,
                  {w[0], w[1], std::to_string(cost), std::to_string(now)});
         ASSERT_EQ(r.size(), 7u);
         EXPECT_EQ(r[0], 0) << "cost " << cost;
@@ -808,8 +758,8 @@ TEST_F(ScriptsInRedis, SlidingLogMembersOfOneMicrosecondAreAllKept)
         EXPECT_EQ(integer({"ZCARD", key}), total) << "cost " << cost;
     }
     // full now: the next unit waits for the oldest entries to leave
-    std::vector<int64_t> r = eval(ScriptId::sliding_log, key,
-                                  {w[0], w[1], "1", std::to_string(now)});
+    std::vector<int64_t> r =
+        eval(lua::sliding_log, key, {w[0], w[1], "1", std::to_string(now)});
     ASSERT_EQ(r.size(), 7u);
     EXPECT_EQ(r[0], 1);
     EXPECT_EQ(r[4], 60 * kSecond);
@@ -823,13 +773,13 @@ TEST_F(ScriptsInRedis, RejectionsAndFreeRequestsWriteNothing)
     const int64_t minute = 60 * kSecond;
     const int64_t ahead = realtime_now_us() + kSecond;
     const int64_t now = ahead - ahead % minute + minute + minute / 2;
-    for (ScriptId id : {ScriptId::fixed_window, ScriptId::sliding_window,
-                        ScriptId::sliding_log})
+    for (const Script *id :
+         {&lua::fixed_window, &lua::sliding_window, &lua::sliding_log})
     {
-        const std::string key = "t:dirty:" + std::string(script(id).name);
+        const std::string key = "t:dirty:" + std::string(id->name);
         // fill the window: 3 units of a limit of 3
         std::vector<int64_t> r =
-            eval(id, key,
+            eval(*id, key,
                  {std::to_string(60 * kSecond), "3", "3", std::to_string(now)});
         ASSERT_GE(r.size(), 5u);
         ASSERT_EQ(r[0], 0);
@@ -842,28 +792,27 @@ TEST_F(ScriptsInRedis, RejectionsAndFreeRequestsWriteNothing)
         };
         const long long before = dirty();
         for (const char *cost : {"1", "4", "0"}) {
-            r = eval(id, key,
+            r = eval(*id, key,
                      {std::to_string(60 * kSecond), "3", cost,
                       std::to_string(now + 1)});
             ASSERT_GE(r.size(), 5u);
-            EXPECT_EQ(r[0], std::string(cost) == "0" ? 0 : 1)
-                << script(id).name;
+            EXPECT_EQ(r[0], std::string(cost) == "0" ? 0 : 1) << id->name;
         }
-        EXPECT_EQ(dirty(), before) << script(id).name;
+        EXPECT_EQ(dirty(), before) << id->name;
     }
 }
 
 TEST_F(ScriptsInRedis, RedisTimeWhenNoNowIsGiven)
 {
-    for (ScriptId id : {ScriptId::fixed_window, ScriptId::sliding_window,
-                        ScriptId::sliding_log})
+    for (const Script *id :
+         {&lua::fixed_window, &lua::sliding_window, &lua::sliding_log})
     {
-        const std::string    key = "t:time:" + std::string(script(id).name);
+        const std::string    key = "t:time:" + std::string(id->name);
         const int64_t        before = realtime_now_us();
         std::vector<int64_t> r =
-            eval(id, key, {std::to_string(kSecond), "5", "2"});
+            eval(*id, key, {std::to_string(kSecond), "5", "2"});
         const int64_t after = realtime_now_us();
-        ASSERT_GE(r.size(), 6u) << script(id).name;
+        ASSERT_GE(r.size(), 6u) << id->name;
         EXPECT_EQ(r[0], 0);
         EXPECT_EQ(r[1], 5);
         EXPECT_EQ(r[2], 3);
@@ -871,31 +820,30 @@ TEST_F(ScriptsInRedis, RedisTimeWhenNoNowIsGiven)
         EXPECT_LE(r[3], 2 * kSecond);
         EXPECT_EQ(r[4], -1);
         // the window start (or now) comes from Redis's clock
-        EXPECT_GE(r[5], before - kSecond) << script(id).name;
-        EXPECT_LE(r[5], after) << script(id).name;
-        EXPECT_GT(integer({"PTTL", key}), 0) << script(id).name;
+        EXPECT_GE(r[5], before - kSecond) << id->name;
+        EXPECT_LE(r[5], after) << id->name;
+        EXPECT_GT(integer({"PTTL", key}), 0) << id->name;
     }
 }
 
 TEST_F(ScriptsInRedis, FixedWindowRefundOfAnEndedWindowChangesNothing)
 {
     const Policy p =
-        *make_policy(Algorithm::fixed_window, Rate{5, 60 * kSecond}, 0).value;
+        *testing_support::try_policy("fixed_window", 5, 60 * kSecond, 0).value;
     const std::string    key = "t:fw-refund";
     const int64_t        now = realtime_now_us() + kSecond;
-    const int64_t        start = now - now % p.window.window_us;
-    const int64_t        next = start + p.window.window_us + 7;
+    const int64_t        start = now - now % window_params(p).window_us;
+    const int64_t        next = start + window_params(p).window_us + 7;
     Model                m;
     std::vector<int64_t> r = decide_in_redis(p, key, now, 2);
-    EXPECT_TRUE(same(result(r), m.hit(p, now, 2)));
+    EXPECT_TRUE(same(result(r), m.hit(p, now, 2).result));
     r = decide_in_redis(p, key, next, 1);
-    EXPECT_TRUE(same(result(r), m.hit(p, next, 1)));
+    EXPECT_TRUE(same(result(r), m.hit(p, next, 1).result));
     // the refund names the ended window: nothing to give back
-    EXPECT_EQ(
-        eval(ScriptId::fixed_window_refund, key, {"2", std::to_string(start)}),
-        std::vector<int64_t>{0});
-    EXPECT_EQ(eval(ScriptId::fixed_window_refund, key,
-                   {"1", std::to_string(start + p.window.window_us)}),
+    EXPECT_EQ(eval(lua::fixed_window_refund, key, {"2", std::to_string(start)}),
+              std::vector<int64_t>{0});
+    EXPECT_EQ(eval(lua::fixed_window_refund, key,
+                   {"1", std::to_string(start + window_params(p).window_us)}),
               std::vector<int64_t>{0});
     EXPECT_EQ(integer({"EXISTS", key}), 0); // an empty window is a fresh key
 }
@@ -903,9 +851,9 @@ TEST_F(ScriptsInRedis, FixedWindowRefundOfAnEndedWindowChangesNothing)
 TEST_F(ScriptsInRedis, SlidingWindowRefundAfterTheWindowRolledOver)
 {
     const Policy p =
-        *make_policy(Algorithm::sliding_window, Rate{10, 60 * kSecond}, 0)
+        *testing_support::try_policy("sliding_window", 10, 60 * kSecond, 0)
              .value;
-    const int64_t     w = p.window.window_us;
+    const int64_t     w = window_params(p).window_us;
     const std::string key = "t:sw-refund";
     const int64_t     now = realtime_now_us() + kSecond;
     const int64_t     start = now - now % w;
@@ -914,24 +862,25 @@ TEST_F(ScriptsInRedis, SlidingWindowRefundAfterTheWindowRolledOver)
     ASSERT_EQ(decide_in_redis(p, key, now, 6).at(0), 0);
     ASSERT_EQ(decide_in_redis(p, key, next, 1).at(0), 0);
     // the 6 units are now the previous window's: taken from there
-    EXPECT_EQ(eval(ScriptId::sliding_window_refund, key,
+    EXPECT_EQ(eval(lua::sliding_window_refund, key,
                    {"6", std::to_string(start), std::to_string(w)}),
               std::vector<int64_t>{1});
     // the state is the one of 1 unit in the current window only
     Model m;
-    m.state = KeyState{{start + w, 1}};
-    m.expire_at_us = start + 3 * w;
+    m.held = true;
+    m.key.state = KeyState{{start + w, 1}};
+    m.key.expire_at_us = start + 3 * w;
     const int64_t steps[][2] = {
         {next + 1, 9}, {next + w / 2, 1}, {start + 2 * w + 5, 10}};
     for (const auto &[at, cost] : steps) {
-        const ThrottleResult local = m.hit(p, at, cost);
+        const ThrottleResult local = m.hit(p, at, cost).result;
         const ThrottleResult remote = result(decide_in_redis(p, key, at, cost));
         EXPECT_TRUE(same(remote, local))
             << "at " << at << "\n  redis: " << str(remote)
             << "\n  C++:   " << str(local);
     }
     // a refund two windows late finds nothing
-    EXPECT_EQ(eval(ScriptId::sliding_window_refund, key,
+    EXPECT_EQ(eval(lua::sliding_window_refund, key,
                    {"1", std::to_string(start), std::to_string(w)}),
               std::vector<int64_t>{0});
 }
@@ -1012,7 +961,7 @@ TEST_F(ScriptsInRedis, SlidingWindowRoundsAlikeAtTheEdges)
                 break;
             }
             const Policy p =
-                *make_policy(Algorithm::sliding_window, Rate{limit, w}, 0)
+                *testing_support::try_policy("sliding_window", limit, w, 0)
                      .value;
             int64_t prev, cur, cost;
             switch (uniform(rng, 0, 4)) {
@@ -1116,9 +1065,10 @@ TEST_F(ScriptsInRedis, SlidingWindowRoundsAlikeAtTheEdges)
         for (size_t i = 0; i < cases.size(); i++) {
             const Case          &c = cases[i];
             const ThrottleResult local =
-                decide(c.p, &c.state, c.now, c.cost).result;
+                testing_support::decide_state(c.p, &c.state, c.now, c.cost)
+                    .result;
             const std::vector<int64_t> reply =
-                integers(ScriptId::sliding_window, replies[3 * i + 2].get());
+                integers(lua::sliding_window, replies[3 * i + 2].get());
             ASSERT_GE(reply.size(), 5u) << c.what;
             const ThrottleResult remote = result(reply);
             ASSERT_TRUE(same(remote, local))
@@ -1141,10 +1091,9 @@ TEST_F(ScriptsInRedis, WindowSyncCountsUnitsInTheirWindow)
     while (realtime_now_us() % day > day - 10 * kSecond) {
         usleep(100'000);
     }
-    auto sync = [&](ScriptId id, const std::vector<std::string> &keys,
+    auto sync = [&](const Script &id, const std::vector<std::string> &keys,
                     const std::vector<int64_t> &units) {
-        std::vector<std::string> args = {"EVALSHA",
-                                         std::string(script(id).sha1),
+        std::vector<std::string> args = {"EVALSHA", std::string(id.sha1),
                                          std::to_string(keys.size())};
         args.insert(args.end(), keys.begin(), keys.end());
         args.push_back(std::to_string(day));
@@ -1167,8 +1116,8 @@ TEST_F(ScriptsInRedis, WindowSyncCountsUnitsInTheirWindow)
     const auto today = std::to_string(age);
 
     // fixed_window: {elapsed, n per key}
-    std::vector<int64_t> r = sync(ScriptId::fixed_window_sync,
-                                  {"t:fs:a", "t:fs:b"}, {3, 0, age, 0, 0, 0});
+    std::vector<int64_t> r = sync(lua::fixed_window_sync, {"t:fs:a", "t:fs:b"},
+                                  {3, 0, age, 0, 0, 0});
     ASSERT_EQ(r.size(), 3u);
     EXPECT_GE(r[0], age);
     EXPECT_LT(r[0], age + 5 * kSecond);
@@ -1178,27 +1127,25 @@ TEST_F(ScriptsInRedis, WindowSyncCountsUnitsInTheirWindow)
     EXPECT_EQ(field("t:fs:a", "w"), start);
     EXPECT_GT(integer({"PTTL", "t:fs:a"}), 0);
 
-    r = sync(ScriptId::fixed_window_sync, {"t:fs:a"},
-             {2, 7, std::stoll(today)});
+    r = sync(lua::fixed_window_sync, {"t:fs:a"}, {2, 7, std::stoll(today)});
     EXPECT_EQ(r.at(1), 5); // a fixed window's previous units weigh nothing
-    r = sync(ScriptId::fixed_window_sync, {"t:fs:a"},
-             {4, 0, std::stoll(yesterday)});
+    r = sync(lua::fixed_window_sync, {"t:fs:a"}, {4, 0, std::stoll(yesterday)});
     EXPECT_EQ(r.at(1), 5); // units of a window that is over: let go
 
     // a strict zone's count and an async node's share the hash's shape
     std::vector<int64_t> d =
-        eval(ScriptId::fixed_window, "t:fs:a", {std::to_string(day), "6", "1"});
+        eval(lua::fixed_window, "t:fs:a", {std::to_string(day), "6", "1"});
     ASSERT_GE(d.size(), 6u);
     EXPECT_EQ(d[0], 0);
     EXPECT_EQ(d[2], 0); // 5 + 1 of 6
     EXPECT_EQ(d[5], start);
 
     // sliding_window: {elapsed, p, c per key}
-    r = sync(ScriptId::sliding_window_sync, {"t:ss:a"}, {4, 1, age});
+    r = sync(lua::sliding_window_sync, {"t:ss:a"}, {4, 1, age});
     ASSERT_EQ(r.size(), 3u);
     EXPECT_EQ(r[1], 1); // the node's previous window is Redis's too
     EXPECT_EQ(r[2], 4);
-    r = sync(ScriptId::sliding_window_sync, {"t:ss:a"},
+    r = sync(lua::sliding_window_sync, {"t:ss:a"},
              {2, 9, std::stoll(yesterday)});
     EXPECT_EQ(r.at(1), 3); // yesterday's units weigh as the previous ones
     EXPECT_EQ(r.at(2), 4);

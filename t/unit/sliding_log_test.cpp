@@ -19,32 +19,21 @@ using namespace testing_support;
 Policy
 policy(int64_t count, int64_t period_us, int64_t burst)
 {
-    return make_test_policy(Algorithm::sliding_log, count, period_us, burst);
+    return make_test_policy("sliding_log", count, period_us, burst);
 }
 
-// One key held the way a zone holds it: state, ring and expiry; a request
-// that passes is recorded, as the zone does once every zone passed it.
+// One key held the way a zone holds it, state and ring: a request that
+// passes is recorded, as the zone does once every zone passed it, with the
+// expiry its decision named.
 struct Slot {
-    std::optional<KeyState> state;
-    std::vector<int64_t>    ring;
-    int64_t                 expire_at_us = 0;
+    StoredSlot slot;
 
     Decision hit(const Policy &p, int64_t now, int64_t cost)
     {
-        const bool live = state && now < expire_at_us;
-        Decision   d = decide(p, live ? &*state : nullptr, now, cost,
-                            live ? ring.data() : nullptr);
-        EXPECT_FALSE(d.store);
-        if (!d.result.limited) {
-            if (!live) {
-                // What a dropped key leaves in the slots would count if
-                // read: a fresh key must not read them.
-                state = KeyState{};
-                ring.assign(static_cast<size_t>(p.log_slots()), now);
-            }
-            expire_at_us =
-                sliding_log_record(p.window, *state, ring.data(), now, cost);
-            EXPECT_EQ(expire_at_us, d.expire_at_us);
+        Decision d = slot.hit(p, now, cost);
+        EXPECT_EQ(d.store, !d.result.limited && cost > 0);
+        if (d.store) {
+            EXPECT_EQ(slot.key.expire_at_us, d.expire_at_us);
         }
         return d;
     }
@@ -105,7 +94,7 @@ TEST(SlidingLog, CostAboveTheLimitNeverFits)
         EXPECT_EQ(d.result.remaining, 3);
         EXPECT_EQ(d.result.reset_after_us, 900 * kMs);
     }
-    Decision d = decide(p, nullptr, kEpoch, 6);
+    Decision d = decide_state(p, nullptr, kEpoch, 6);
     EXPECT_TRUE(d.result.limited);
     EXPECT_EQ(d.result.retry_after_us, -1);
     EXPECT_EQ(d.result.remaining, 5);
@@ -284,7 +273,7 @@ struct ReferenceSlidingLog {
 
 TEST(SlidingLog, MatchesReferenceOverRandomTimelines)
 {
-    RandomTimelines t(Algorithm::sliding_log, 53, {5, 100, kDefaultLogMax / 2});
+    RandomTimelines t("sliding_log", 53, {5, 100, kDefaultLogMax / 2});
     int64_t         rejected = 0;
     while (t.next_round()) {
         ReferenceSlidingLog ref{t.period(), t.limit(), {}};
@@ -292,7 +281,7 @@ TEST(SlidingLog, MatchesReferenceOverRandomTimelines)
         while (t.next_step()) {
             const ThrottleResult want = ref.hit(t.now(), t.cost());
             const Decision       got = slot.hit(t.policy(), t.now(), t.cost());
-            // The slot's own checks (nothing stored, the expiry recorded).
+            // The slot's own checks (what is stored, the expiry recorded).
             ASSERT_FALSE(HasFailure()) << t.where();
             ASSERT_NO_FATAL_FAILURE(assert_same_result(got.result, want, t));
             ASSERT_EQ(got.result.retry_after_us, want.retry_after_us)

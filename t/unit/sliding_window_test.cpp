@@ -17,7 +17,7 @@ using namespace testing_support;
 Policy
 policy(int64_t count, int64_t period_us, int64_t burst)
 {
-    return make_test_policy(Algorithm::sliding_window, count, period_us, burst);
+    return make_test_policy("sliding_window", count, period_us, burst);
 }
 
 // decide() hands back the state to store.
@@ -69,8 +69,9 @@ TEST(SlidingWindow, RemainingRoundsTheWeightedCountDown)
     const Policy  p = policy(10, 60 * kSecond, 0);
     Slot          slot;
     const int64_t t = 15'000; // ms into the current minute
-    slot.state = packed(kEpoch - 60 * kSecond, 0, 10);
-    slot.expire_at_us = kEpoch + 60 * kSecond;
+    slot.held = true;
+    slot.key.state = packed(kEpoch - 60 * kSecond, 0, 10);
+    slot.key.expire_at_us = kEpoch + 60 * kSecond;
     const Step steps[] = {
         {t, 1, false, 1, 105'000, -1},    // 7.5 + 0 + 1 = 8.5
         {t, 1, false, 0, 105'000, -1},    // 7.5 + 1 + 1 = 9.5
@@ -90,11 +91,11 @@ TEST(SlidingWindow, WeightedCountRoundsInTheSpecsOrder)
     const Policy   p = policy(25, kSecond, 0);
     const KeyState s = packed(kEpoch, 0, 25);
     const int64_t  now = kEpoch + kSecond + 440 * kMs;
-    EXPECT_EQ(decide(p, &s, now, 0).result.remaining, 11);
-    Decision d = decide(p, &s, now, 12);
+    EXPECT_EQ(decide_state(p, &s, now, 0).result.remaining, 11);
+    Decision d = decide_state(p, &s, now, 12);
     EXPECT_TRUE(d.result.limited);
     EXPECT_EQ(d.result.remaining, 11);
-    d = decide(p, &s, now, 11);
+    d = decide_state(p, &s, now, 11);
     EXPECT_FALSE(d.result.limited);
     EXPECT_EQ(d.result.remaining, 0);
 
@@ -106,11 +107,11 @@ TEST(SlidingWindow, WeightedCountRoundsInTheSpecsOrder)
     const int64_t  l = int64_t{1} << 30;
     const Policy   big = policy(l, day, 0);
     const KeyState full = packed(kEpoch + day, 1, l - 1);
-    d = decide(big, &full, kEpoch + 2 * day - 12 * kMs, 1);
+    d = decide_state(big, &full, kEpoch + 2 * day - 12 * kMs, 1);
     EXPECT_FALSE(d.result.limited);
     EXPECT_EQ(d.result.remaining, 0);
-    EXPECT_TRUE(
-        decide(big, &full, kEpoch + 2 * day - 16 * kMs, 1).result.limited);
+    EXPECT_TRUE(decide_state(big, &full, kEpoch + 2 * day - 16 * kMs, 1)
+                    .result.limited);
 }
 
 TEST(SlidingWindow, BoundaryBurstIsRefused)
@@ -142,7 +143,7 @@ TEST(SlidingWindow, CostAboveTheLimitNeverFits)
         EXPECT_EQ(d.result.remaining, 3);
         EXPECT_EQ(d.result.reset_after_us, 1900 * kMs);
     }
-    Decision d = decide(p, nullptr, kEpoch, 6);
+    Decision d = decide_state(p, nullptr, kEpoch, 6);
     EXPECT_TRUE(d.result.limited);
     EXPECT_EQ(d.result.retry_after_us, -1);
     EXPECT_EQ(d.result.remaining, 5);
@@ -152,7 +153,7 @@ TEST(SlidingWindow, CostAboveTheLimitNeverFits)
 TEST(SlidingWindow, CostZeroOnAFreshKeyCountsNothing)
 {
     const Policy p = policy(5, kSecond, 0);
-    Decision     d = decide(p, nullptr, kEpoch + 5, 0);
+    Decision     d = decide_state(p, nullptr, kEpoch + 5, 0);
     EXPECT_FALSE(d.result.limited);
     EXPECT_EQ(d.result.remaining, 5);
     EXPECT_EQ(d.result.reset_after_us, 0);
@@ -167,7 +168,7 @@ TEST(SlidingWindow, StateNormalisesToTheCurrentWindow)
 
     // Stored this window: prev 4 weighs 2, cur 3.
     KeyState s = packed(start, 4, 3);
-    Decision d = decide(p, &s, now, 1);
+    Decision d = decide_state(p, &s, now, 1);
     EXPECT_FALSE(d.result.limited);
     EXPECT_EQ(d.result.remaining, 4);
     ASSERT_TRUE(d.store);
@@ -178,13 +179,13 @@ TEST(SlidingWindow, StateNormalisesToTheCurrentWindow)
 
     // Stored the window before: its current becomes the previous.
     s = packed(start - 60 * kSecond, 4, 3);
-    d = decide(p, &s, now, 1);
+    d = decide_state(p, &s, now, 1);
     EXPECT_EQ(d.result.remaining, 7); // 10 - 1.5 - 1
     EXPECT_EQ(d.state.words[1], packed(start, 3, 1).words[1]);
 
     // A rejection keeps the state, and reports it: prev only.
     s = packed(start - 60 * kSecond, 4, 10);
-    d = decide(p, &s, start + 1, 1);
+    d = decide_state(p, &s, start + 1, 1);
     EXPECT_TRUE(d.result.limited);
     EXPECT_FALSE(d.store);
     EXPECT_EQ(d.result.reset_after_us, 60 * kSecond - 1);
@@ -192,14 +193,14 @@ TEST(SlidingWindow, StateNormalisesToTheCurrentWindow)
     // Anything older, or newer (the clock went back), counts nothing.
     for (int64_t w : {start - 120 * kSecond, start + 60 * kSecond}) {
         s = packed(w, 10, 10);
-        d = decide(p, &s, now, 10);
+        d = decide_state(p, &s, now, 10);
         EXPECT_FALSE(d.result.limited) << w;
         EXPECT_EQ(d.state.words[1], packed(start, 0, 10).words[1]);
     }
 
     // Counters above the limit (stored before a reload lowered it).
     s = packed(start, 30, 20);
-    d = decide(p, &s, now, 1);
+    d = decide_state(p, &s, now, 1);
     EXPECT_TRUE(d.result.limited);
     EXPECT_EQ(d.result.remaining, 0);
     // 20 * (1 - e) + 1 <= 10 at e = 33 s into the next window
@@ -209,19 +210,20 @@ TEST(SlidingWindow, StateNormalisesToTheCurrentWindow)
 TEST(SlidingWindow, CountersRoundTripAtTheLargestLimit)
 {
     const int64_t max = kMaxSlidingWindowLimit;
-    EXPECT_FALSE(make_policy(Algorithm::sliding_window, Rate{max, kSecond}, 1));
+    EXPECT_FALSE(try_policy("sliding_window", max, kSecond, 1));
     const Policy p = policy(max - 1, 86'400 * kSecond, 1);
-    ASSERT_EQ(p.limit(), max);
+    ASSERT_EQ(p.limit, max);
 
     // A full day, then the next: both counters at 2^31 - 1 share the word.
-    const Decision first = decide(p, nullptr, kEpoch, max);
+    const Decision first = decide_state(p, nullptr, kEpoch, max);
     ASSERT_FALSE(first.result.limited);
     EXPECT_EQ(first.state.words[1], max);
     const int64_t day = 86'400 * kSecond;
     // max weighs max / 2 + 0.5 half a day on
-    Decision d = decide(p, &first.state, kEpoch + day + day / 2, max / 2 + 1);
+    Decision d =
+        decide_state(p, &first.state, kEpoch + day + day / 2, max / 2 + 1);
     EXPECT_TRUE(d.result.limited);
-    d = decide(p, &first.state, kEpoch + day + day / 2, max / 2);
+    d = decide_state(p, &first.state, kEpoch + day + day / 2, max / 2);
     ASSERT_FALSE(d.result.limited);
     EXPECT_EQ(d.state.words[0], kEpoch + day);
     EXPECT_EQ(d.state.words[1], int64_t{0x7fff'ffff'3fff'ffff});
@@ -229,17 +231,17 @@ TEST(SlidingWindow, CountersRoundTripAtTheLargestLimit)
 
     KeyState both = packed(kEpoch + day, max, max);
     EXPECT_EQ(both.words[1], int64_t{0x7fff'ffff'7fff'ffff});
-    d = decide(p, &both, kEpoch + 2 * day + 1, 0);
+    d = decide_state(p, &both, kEpoch + 2 * day + 1, 0);
     ASSERT_FALSE(d.result.limited);
     EXPECT_EQ(d.state.words[1], packed(0, max, 0).words[1]);
     EXPECT_EQ(d.result.reset_after_us, day - 1);
     // the previous max weighs max * (day - 1) / day: max - 1 after rounding
     // down
     EXPECT_EQ(d.result.remaining, 0);
-    d = decide(p, &both, kEpoch + 2 * day + day / 2, max / 2);
+    d = decide_state(p, &both, kEpoch + 2 * day + day / 2, max / 2);
     ASSERT_FALSE(d.result.limited);
     EXPECT_EQ(d.result.remaining, 0);
-    d = decide(p, &d.state, kEpoch + 2 * day + day / 2, 1);
+    d = decide_state(p, &d.state, kEpoch + 2 * day + day / 2, 1);
     EXPECT_TRUE(d.result.limited);
     // The half unit over goes at max / day (0.025) a microsecond.
     EXPECT_EQ(d.result.retry_after_us, 21);
@@ -253,14 +255,16 @@ TEST(SlidingWindow, RetryIsTheExactAnswerNotARoundingOfTheLimit)
     // still the exact one, when the previous day's unit weighs nothing.
     const int64_t  day = 86'400 * kSecond;
     const Policy   p = policy(1'000'000'000, day, 0);
-    const int64_t  limit = p.limit();
+    const int64_t  limit = p.limit;
     const KeyState s = packed(kEpoch, 0, 1);
     const int64_t  now = kEpoch + day + 10;
-    Decision       d = decide(p, &s, now, limit);
+    Decision       d = decide_state(p, &s, now, limit);
     ASSERT_TRUE(d.result.limited);
     EXPECT_EQ(d.result.retry_after_us, day - 10);
-    EXPECT_TRUE(decide(p, &s, kEpoch + 2 * day - 5150, limit).result.limited);
-    EXPECT_FALSE(decide(p, &s, kEpoch + 2 * day - 5149, limit).result.limited);
+    EXPECT_TRUE(
+        decide_state(p, &s, kEpoch + 2 * day - 5150, limit).result.limited);
+    EXPECT_FALSE(
+        decide_state(p, &s, kEpoch + 2 * day - 5149, limit).result.limited);
 }
 
 // The reference: every admitted request, the counters summed per window
@@ -387,7 +391,7 @@ struct ReferenceSlidingWindow {
 
 TEST(SlidingWindow, MatchesReferenceOverRandomTimelines)
 {
-    RandomTimelines t(Algorithm::sliding_window, 52,
+    RandomTimelines t("sliding_window", 52,
                       {5, 100, 100'000, kMaxSlidingWindowLimit / 2});
     int64_t         rejected = 0;
     int64_t         retries_in_next_window = 0;

@@ -5,7 +5,10 @@
 // how a key is held) stays in each test.
 #pragma once
 
+#include "policy_support.hpp"
 #include "throttle/policy.hpp"
+#include "throttle/sliding_log.hpp"
+#include "throttle/windows.hpp"
 
 #include <gtest/gtest.h>
 
@@ -16,6 +19,7 @@
 #include <iterator>
 #include <optional>
 #include <random>
+#include <string_view>
 #include <vector>
 
 namespace throttle::testing_support {
@@ -26,36 +30,6 @@ inline constexpr int64_t kSecond = 1'000'000;
 inline constexpr int64_t kEpoch = 1'700'006'400'000'000;
 // Fractions of a window that divide every window (1 s .. 1 day).
 inline constexpr int64_t kGrainDivisors[] = {2, 4, 5, 10, 20, 25, 100, 1000};
-
-// Each test wraps this in a policy(count, period_us, burst) of its own
-// algorithm.
-inline Policy
-make_test_policy(Algorithm algorithm, int64_t count, int64_t period_us,
-                 int64_t burst)
-{
-    auto p = make_policy(algorithm, Rate{count, period_us}, burst);
-    EXPECT_TRUE(p) << p.error;
-    return *p.value;
-}
-
-// One key held the way a zone holds it: state plus expiry. For the
-// algorithms whose decision carries the state to store; sliding_log keeps a
-// ring beside it and has a slot of its own.
-struct StoredSlot {
-    std::optional<KeyState> state;
-    int64_t                 expire_at_us = 0;
-
-    Decision hit(const Policy &p, int64_t now, int64_t cost)
-    {
-        const bool live = state && now < expire_at_us;
-        Decision   d = decide(p, live ? &*state : nullptr, now, cost);
-        if (d.store) {
-            state = d.state;
-            expire_at_us = d.expire_at_us;
-        }
-        return d;
-    }
-};
 
 // A hand-worked step: a request at now_ms after kEpoch and what it must get
 // (retry_after_ms -1 for none).
@@ -76,7 +50,7 @@ run(const Policy &p, Slot &slot, const Step *steps, size_t n)
                                         << "ms cost=" << s.cost);
         ThrottleResult r = slot.hit(p, kEpoch + s.now_ms * kMs, s.cost).result;
         EXPECT_EQ(r.limited, s.limited);
-        EXPECT_EQ(r.limit, p.limit());
+        EXPECT_EQ(r.limit, p.limit);
         EXPECT_EQ(r.remaining, s.remaining);
         EXPECT_EQ(r.reset_after_us, s.reset_after_ms * kMs);
         EXPECT_EQ(r.retry_after_us,
@@ -100,7 +74,7 @@ class RandomTimelines {
   public:
     // Each round draws its count up to one of count_bounds, chosen at
     // random; the burst up to the count (and kMaxBurst).
-    RandomTimelines(Algorithm algorithm, uint64_t seed,
+    RandomTimelines(std::string_view algorithm, uint64_t seed,
                     std::initializer_list<int64_t> count_bounds)
         : algorithm_(algorithm), rng_(seed), count_bounds_(count_bounds)
     {
@@ -118,7 +92,7 @@ class RandomTimelines {
         const int64_t burst =
             rng_() % 2 ? 0 : uniform(rng_, 0, std::min(count, kMaxBurst));
         policy_ = make_test_policy(algorithm_, count, period_, burst);
-        limit_ = policy_->limit();
+        limit_ = policy_->limit;
         // Costs up to 1, a tenth of the limit or all of it; gaps so that the
         // load is a half to four times the limit. In doubles: period *
         // max_cost overflows at day windows and limits near 2^31.
@@ -202,7 +176,7 @@ class RandomTimelines {
     static constexpr int64_t kPeriods[] = {kSecond, 60 * kSecond,
                                            3600 * kSecond, 86'400 * kSecond};
 
-    Algorithm             algorithm_;
+    std::string_view      algorithm_;
     std::mt19937_64       rng_;
     std::vector<int64_t>  count_bounds_;
     int                   round_ = -1;

@@ -1,0 +1,393 @@
+/*
+ * The decision about a request, over every "throttle" line of its location
+ * at once: all must pass, and a request rejected by one zone is charged to
+ * none. Local and async zones decide here; strict zones decide here only
+ * what their denial cache rejects, and otherwise ask Redis
+ * (ngx_http_throttle_strict.cpp), after which the decision completes.
+ */
+
+#include "ngx_http_throttle_module.h"
+
+#include <new>
+
+/* Which zones a pass over a request's lines decides. */
+typedef enum {
+    /* every zone, strict ones from their denial cache; the local and async
+     * ones are charged only if no strict zone has to ask Redis */
+    NGX_HTTP_THROTTLE_BEFORE_REDIS,
+    /* Redis admitted the request: the zones it did not decide, charged if
+     * they agree */
+    NGX_HTTP_THROTTLE_AFTER_REDIS
+} ngx_http_throttle_pass_e;
+
+/* Evaluates a line's key and cost; NGX_DECLINED for an empty key. */
+static ngx_int_t
+ngx_http_throttle_prepare(ngx_http_request_t        *r,
+                          ngx_http_throttle_limit_t *limit,
+                          ngx_http_throttle_check_t *check) noexcept
+{
+    ngx_str_t                 key, cost;
+    ngx_http_throttle_zone_t *zone;
+
+    zone = (ngx_http_throttle_zone_t *) limit->shm_zone->data;
+    check->zone = zone;
+
+    if (ngx_http_complex_value(r, &zone->key, &key) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    if (key.len == 0) {
+        return NGX_DECLINED;
+    }
+
+    check->key = throttle::ZoneKey(key.data, key.len);
+    check->cost = limit->cost_value;
+
+    if (limit->cost == NULL) {
+        return NGX_OK;
+    }
+
+    if (ngx_http_complex_value(r, limit->cost, &cost) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    auto parsed = throttle::parse_count({(const char *) cost.data, cost.len},
+                                        throttle::kMaxCost);
+
+    if (!parsed) {
+        ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+                      "throttle: cost \"%V\" for zone \"%V\" %s", &cost,
+                      &zone->name, parsed.error);
+        return NGX_ERROR;
+    }
+
+    check->cost = *parsed.value;
+    return NGX_OK;
+}
+
+/* How long a result asks to wait: a cost that never fits, longest of
+ * all. */
+static int64_t
+ngx_http_throttle_wait(const throttle::ThrottleResult &res) noexcept
+{
+    return res.retry_after_us < 0 ? INT64_MAX : res.retry_after_us;
+}
+
+/* The zone whose answer the client gets: among rejecting zones the one
+ * that asks to wait longest; when all pass, the one with the fewest units
+ * remaining. */
+static ngx_http_throttle_check_t *
+ngx_http_throttle_binding(ngx_http_throttle_ctx_t *ctx) noexcept
+{
+    ngx_uint_t                 i;
+    ngx_http_throttle_check_t *check, *best = NULL;
+
+    for (i = 0; i < ctx->nchecks; i++) {
+        check = &ctx->checks[i];
+
+        if (check->zone == NULL || check->failed) {
+            continue;
+        }
+
+        const throttle::ThrottleResult &res = check->decision.result;
+
+        if (best == NULL) {
+            best = check;
+            continue;
+        }
+
+        const throttle::ThrottleResult &cur = best->decision.result;
+
+        if (res.limited != cur.limited) {
+            if (res.limited) {
+                best = check;
+            }
+
+        } else if (res.limited ? ngx_http_throttle_wait(res)
+                           > ngx_http_throttle_wait(cur)
+                               : res.remaining < cur.remaining)
+        {
+            best = check;
+        }
+    }
+
+    return best;
+}
+
+static bool
+ngx_http_throttle_takes_part(const ngx_http_throttle_check_t *check,
+                             ngx_http_throttle_pass_e         pass) noexcept
+{
+    return check->zone
+        && (pass == NGX_HTTP_THROTTLE_BEFORE_REDIS
+            || !ngx_http_throttle_strict(check->zone));
+}
+
+/* Under every zone's lock: reserves what the charges need, then commits
+ * them all, or none if a zone is full. */
+static ngx_int_t
+ngx_http_throttle_charge(ngx_http_throttle_ctx_t *ctx) noexcept
+{
+    ngx_int_t                  rc = NGX_OK;
+    ngx_uint_t                 i;
+    ngx_http_throttle_check_t *check;
+    ngx_log_t                 *log = ctx->request->connection->log;
+
+    for (i = 0; i < ctx->nchecks && rc == NGX_OK; i++) {
+        check = &ctx->checks[i];
+        if (ngx_http_throttle_takes_part(check, NGX_HTTP_THROTTLE_AFTER_REDIS))
+        {
+            rc = ngx_http_throttle_reserve(check, log);
+        }
+    }
+
+    for (i = 0; i < ctx->nchecks; i++) {
+        check = &ctx->checks[i];
+        if (!ngx_http_throttle_takes_part(check, NGX_HTTP_THROTTLE_AFTER_REDIS))
+        {
+            continue;
+        }
+
+        if (rc == NGX_OK) {
+            ngx_http_throttle_commit(check);
+
+        } else {
+            ngx_http_throttle_release(check);
+        }
+    }
+
+    return rc;
+}
+
+/*
+ * Decides the lines that take part in this pass under every zone's lock at
+ * once: lines are sorted by zone name, so workers always lock in the same
+ * order.
+ */
+static ngx_int_t
+ngx_http_throttle_decide(ngx_http_throttle_ctx_t *ctx,
+                         ngx_http_throttle_pass_e pass, bool *rejected) noexcept
+{
+    ngx_int_t                  rc = NGX_OK;
+    ngx_uint_t                 i;
+    ngx_http_throttle_check_t *check;
+
+    *rejected = false;
+
+    for (i = 0; i < ctx->nchecks; i++) {
+        check = &ctx->checks[i];
+        if (ngx_http_throttle_takes_part(check, pass)) {
+            ngx_shmtx_lock(&check->zone->shpool->mutex);
+        }
+    }
+
+    for (i = 0; i < ctx->nchecks; i++) {
+        check = &ctx->checks[i];
+        if (ngx_http_throttle_takes_part(check, pass)) {
+            check->now = check->zone->policy.now_us();
+            ngx_http_throttle_lookup(check);
+            *rejected = *rejected || check->decision.result.limited;
+        }
+    }
+
+    if (!*rejected && (pass == NGX_HTTP_THROTTLE_AFTER_REDIS || !ctx->strict)) {
+        rc = ngx_http_throttle_charge(ctx);
+    }
+
+    for (i = ctx->nchecks; i-- > 0; /* void */) {
+        check = &ctx->checks[i];
+        if (ngx_http_throttle_takes_part(check, pass)) {
+            ngx_shmtx_unlock(&check->zone->shpool->mutex);
+        }
+    }
+
+    return rc;
+}
+
+ngx_int_t
+ngx_http_throttle_fail(ngx_http_throttle_ctx_t *ctx) noexcept
+{
+    ngx_http_throttle_loc_conf_t *tlcf = ctx->tlcf;
+
+    ctx->zone = NULL;
+
+    /* dry run never rejects, not even on "throttle_on_error deny" */
+    if (tlcf->on_error == NGX_HTTP_THROTTLE_ON_ERROR_ALLOW || tlcf->dry_run) {
+        ctx->status = NGX_HTTP_THROTTLE_ERROR_ALLOWED;
+        return NGX_DECLINED;
+    }
+
+    ctx->status = NGX_HTTP_THROTTLE_ERROR_DENIED;
+    return tlcf->status;
+}
+
+/* Sets the request's status and binding zone; the phase handler's result. */
+static ngx_int_t
+ngx_http_throttle_finish(ngx_http_throttle_ctx_t *ctx, bool rejected) noexcept
+{
+    ngx_http_throttle_loc_conf_t *tlcf = ctx->tlcf;
+    ngx_http_throttle_check_t    *binding;
+    ngx_log_t                    *log = ctx->request->connection->log;
+    const char                   *dry_run = tlcf->dry_run ? " (dry run)" : "";
+
+    binding = ngx_http_throttle_binding(ctx);
+    ctx->zone = binding ? binding->zone : NULL;
+
+    if (binding) {
+        ctx->result = binding->decision.result;
+    }
+
+    if (!rejected) {
+        ctx->status = NGX_HTTP_THROTTLE_PASSED;
+        return NGX_DECLINED;
+    }
+
+    if (ctx->result.retry_after_us < 0) {
+        ngx_log_error(tlcf->log_level, log, 0,
+                      "throttled by zone \"%V\"%s: cost exceeds the zone's "
+                      "limit of %L",
+                      &ctx->zone->name, dry_run, ctx->result.limit);
+    } else {
+        ngx_log_error(tlcf->log_level, log, 0,
+                      "throttled by zone \"%V\"%s, retry after %L ms",
+                      &ctx->zone->name, dry_run,
+                      (ctx->result.retry_after_us + 999) / 1000);
+    }
+
+    if (tlcf->dry_run) {
+        ctx->status = NGX_HTTP_THROTTLE_REJECTED_DRY_RUN;
+        return NGX_DECLINED;
+    }
+
+    ctx->status = NGX_HTTP_THROTTLE_REJECTED;
+    return tlcf->status;
+}
+
+/* Every Redis reply is in (or has failed): settles the charges and
+ * decides. */
+ngx_int_t
+ngx_http_throttle_complete(ngx_http_throttle_ctx_t *ctx) noexcept
+{
+    bool                          rejected = false, failed = false;
+    bool                          deny, admitted = false;
+    ngx_uint_t                    i;
+    ngx_http_throttle_check_t    *check;
+    ngx_http_throttle_loc_conf_t *tlcf = ctx->tlcf;
+
+    for (i = 0; i < ctx->nchecks; i++) {
+        check = &ctx->checks[i];
+
+        if (check->zone && ngx_http_throttle_strict(check->zone)) {
+            failed = failed || check->failed;
+            rejected =
+                rejected || (!check->failed && check->decision.result.limited);
+        }
+    }
+
+    deny = failed && tlcf->on_error == NGX_HTTP_THROTTLE_ON_ERROR_DENY
+        && !tlcf->dry_run;
+
+    if (!rejected && !deny) {
+        /* Redis admitted the request: the local zones have their say, and
+         * are charged if they agree */
+        if (ngx_http_throttle_decide(ctx, NGX_HTTP_THROTTLE_AFTER_REDIS,
+                                     &rejected)
+            != NGX_OK)
+        {
+            ngx_http_throttle_strict_settle(ctx, false);
+            return ngx_http_throttle_fail(ctx);
+        }
+
+        admitted = !rejected;
+    }
+
+    /* refunds what Redis charged for a request that does not go through */
+    ngx_http_throttle_strict_settle(ctx, admitted);
+
+    if (failed && !rejected) {
+        return ngx_http_throttle_fail(ctx);
+    }
+
+    return ngx_http_throttle_finish(ctx, rejected);
+}
+
+/* Evaluates every line's key and cost into ctx->checks. */
+static ngx_int_t
+ngx_http_throttle_prepare_all(ngx_http_request_t      *r,
+                              ngx_http_throttle_ctx_t *ctx,
+                              ngx_uint_t              *active) noexcept
+{
+    ngx_int_t                  rc;
+    ngx_uint_t                 i, n = ctx->tlcf->limits->nelts;
+    ngx_http_throttle_limit_t *limits;
+
+    limits = (ngx_http_throttle_limit_t *) ctx->tlcf->limits->elts;
+
+    ctx->checks = (ngx_http_throttle_check_t *) ngx_palloc(
+        r->pool, n * sizeof(ngx_http_throttle_check_t));
+    if (ctx->checks == NULL) {
+        return NGX_ERROR;
+    }
+
+    ctx->nchecks = n;
+    *active = 0;
+
+    for (i = 0; i < n; i++) {
+        ngx_http_throttle_check_t *check = &ctx->checks[i];
+
+        new (check) ngx_http_throttle_check_t();
+        check->ctx = ctx;
+
+        rc = ngx_http_throttle_prepare(r, &limits[i], check);
+
+        if (rc == NGX_DECLINED) {
+            check->zone = NULL; /* an empty key is not limited */
+            continue;
+        }
+
+        if (rc != NGX_OK) {
+            return rc;
+        }
+
+        (*active)++;
+        ctx->strict = ctx->strict || ngx_http_throttle_strict(check->zone);
+    }
+
+    return NGX_OK;
+}
+
+ngx_int_t
+ngx_http_throttle_start(ngx_http_request_t      *r,
+                        ngx_http_throttle_ctx_t *ctx) noexcept
+{
+    bool       rejected;
+    ngx_uint_t active;
+
+    if (ngx_http_throttle_prepare_all(r, ctx, &active) != NGX_OK) {
+        return ctx->checks ? ngx_http_throttle_fail(ctx)
+                           : NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    if (active == 0) {
+        ctx->status = NGX_HTTP_THROTTLE_PASSED;
+        return NGX_DECLINED;
+    }
+
+    if (ngx_http_throttle_decide(ctx, NGX_HTTP_THROTTLE_BEFORE_REDIS, &rejected)
+        != NGX_OK)
+    {
+        return ngx_http_throttle_fail(ctx);
+    }
+
+    if (rejected || !ctx->strict) {
+        return ngx_http_throttle_finish(ctx, rejected);
+    }
+
+    /* strict mode: ask Redis, resume on its replies */
+    if (ngx_http_throttle_strict_send(ctx) == 0) {
+        return ngx_http_throttle_complete(ctx);
+    }
+
+    ctx->waiting = 1;
+    return NGX_AGAIN;
+}

@@ -1,0 +1,261 @@
+/*
+ * The location's directives:
+ *
+ *     throttle zone=name [cost=N|$variable];   (several: all must pass)
+ *     throttle_status 400..599;
+ *     throttle_headers on|off|legacy;  throttle_log_level ...;
+ *     throttle_on_error allow|deny;    (enums, with their own setter)
+ *
+ * throttle_dry_run is nginx's stock flag slot.
+ */
+
+#include "ngx_http_throttle_module.h"
+#include "ngx_http_throttle_params.h"
+
+#include "throttle/parse.hpp"
+
+/* throttle's parameters, while they are read. */
+typedef struct {
+    ngx_str_t zone;
+    ngx_str_t cost;
+} ngx_http_throttle_line_args_t;
+
+static char *
+ngx_http_throttle_line_zone(ngx_conf_t *cf, ngx_str_t *arg, ngx_str_t *v,
+                            void *conf) noexcept
+{
+    ((ngx_http_throttle_line_args_t *) conf)->zone = *v;
+    return NGX_CONF_OK;
+}
+
+static char *
+ngx_http_throttle_line_cost(ngx_conf_t *cf, ngx_str_t *arg, ngx_str_t *v,
+                            void *conf) noexcept
+{
+    ((ngx_http_throttle_line_args_t *) conf)->cost = *v;
+    return NGX_CONF_OK;
+}
+
+static const ngx_http_throttle_param_t ngx_http_throttle_line_params[] = {
+    {"zone=", ngx_http_throttle_line_zone},
+    {"cost=", ngx_http_throttle_line_cost},
+    {NULL, NULL}};
+
+/* cost= is a number, or text with variables evaluated per request. */
+static char *
+ngx_http_throttle_line_set_cost(ngx_conf_t *cf, ngx_str_t *text,
+                                ngx_http_throttle_limit_t *limit) noexcept
+{
+    ngx_http_compile_complex_value_t ccv;
+
+    limit->cost = NULL;
+    limit->cost_value = 1;
+
+    if (text->data == NULL) {
+        return NGX_CONF_OK;
+    }
+
+    if (ngx_http_script_variables_count(text) == 0) {
+        auto parsed = throttle::parse_count(ngx_http_throttle_sv(*text),
+                                            throttle::kMaxCost);
+        if (!parsed) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid cost \"%V\" in \"throttle\": it %s",
+                               text, parsed.error);
+            return (char *) NGX_CONF_ERROR;
+        }
+
+        limit->cost_value = *parsed.value;
+        return NGX_CONF_OK;
+    }
+
+    limit->cost = (ngx_http_complex_value_t *) ngx_palloc(
+        cf->pool, sizeof(ngx_http_complex_value_t));
+    if (limit->cost == NULL) {
+        return (char *) NGX_CONF_ERROR;
+    }
+
+    ngx_memzero(&ccv, sizeof(ngx_http_compile_complex_value_t));
+    ccv.cf = cf;
+    ccv.value = text;
+    ccv.complex_value = limit->cost;
+
+    if (ngx_http_compile_complex_value(&ccv) != NGX_OK) {
+        return (char *) NGX_CONF_ERROR;
+    }
+
+    return NGX_CONF_OK;
+}
+
+/* Keeps the lines sorted by zone name: a request locks its zones in this
+ * order, the same in every worker and every location. */
+static void
+ngx_http_throttle_line_sort(ngx_array_t *lines) noexcept
+{
+    ngx_uint_t                 i;
+    ngx_http_throttle_limit_t *limits =
+        (ngx_http_throttle_limit_t *) lines->elts;
+
+    for (i = lines->nelts - 1; i > 0; i--) {
+        ngx_str_t *a = &limits[i - 1].shm_zone->shm.name;
+        ngx_str_t *b = &limits[i].shm_zone->shm.name;
+
+        if (ngx_memn2cmp(a->data, b->data, a->len, b->len) <= 0) {
+            break;
+        }
+
+        ngx_http_throttle_limit_t tmp = limits[i - 1];
+        limits[i - 1] = limits[i];
+        limits[i] = tmp;
+    }
+}
+
+/* Remembers where the zone was named, to report one never defined. */
+static char *
+ngx_http_throttle_line_ref(ngx_conf_t *cf, ngx_shm_zone_t *shm_zone) noexcept
+{
+    ngx_http_throttle_zone_ref_t  *ref;
+    ngx_http_throttle_main_conf_t *tmcf;
+
+    tmcf = (ngx_http_throttle_main_conf_t *) ngx_http_conf_get_module_main_conf(
+        cf, ngx_http_throttle_module);
+
+    ref = (ngx_http_throttle_zone_ref_t *) ngx_array_push(&tmcf->zone_refs);
+    if (ref == NULL) {
+        return (char *) NGX_CONF_ERROR;
+    }
+
+    ref->shm_zone = shm_zone;
+    ref->file = cf->conf_file->file.name;
+    ref->line = cf->conf_file->line;
+
+    return NGX_CONF_OK;
+}
+
+char *
+ngx_http_throttle_directive(ngx_conf_t *cf, ngx_command_t *cmd,
+                            void *conf) noexcept
+{
+    ngx_http_throttle_loc_conf_t *tlcf = (ngx_http_throttle_loc_conf_t *) conf;
+    ngx_uint_t                    i;
+    ngx_shm_zone_t               *shm_zone;
+    ngx_http_throttle_limit_t    *limit, *limits;
+    ngx_http_throttle_line_args_t la;
+
+    ngx_str_null(&la.zone);
+    ngx_str_null(&la.cost);
+
+    if (ngx_http_throttle_parse_params(cf, 1, ngx_http_throttle_line_params,
+                                       &la)
+        != NGX_CONF_OK)
+    {
+        return (char *) NGX_CONF_ERROR;
+    }
+
+    if (la.zone.len == 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"throttle\" must have \"zone=name\" parameter");
+        return (char *) NGX_CONF_ERROR;
+    }
+
+    shm_zone =
+        ngx_shared_memory_add(cf, &la.zone, 0, &ngx_http_throttle_module);
+    if (shm_zone == NULL) {
+        return (char *) NGX_CONF_ERROR;
+    }
+
+    if (tlcf->limits == NULL) {
+        tlcf->limits =
+            ngx_array_create(cf->pool, 1, sizeof(ngx_http_throttle_limit_t));
+        if (tlcf->limits == NULL) {
+            return (char *) NGX_CONF_ERROR;
+        }
+    }
+
+    limits = (ngx_http_throttle_limit_t *) tlcf->limits->elts;
+
+    for (i = 0; i < tlcf->limits->nelts; i++) {
+        if (limits[i].shm_zone == shm_zone) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "duplicate \"throttle\" for zone \"%V\" in "
+                               "the same block",
+                               &la.zone);
+            return (char *) NGX_CONF_ERROR;
+        }
+    }
+
+    limit = (ngx_http_throttle_limit_t *) ngx_array_push(tlcf->limits);
+    if (limit == NULL) {
+        return (char *) NGX_CONF_ERROR;
+    }
+
+    limit->shm_zone = shm_zone;
+
+    if (ngx_http_throttle_line_set_cost(cf, &la.cost, limit) != NGX_CONF_OK) {
+        return (char *) NGX_CONF_ERROR;
+    }
+
+    ngx_http_throttle_line_sort(tlcf->limits);
+
+    return ngx_http_throttle_line_ref(cf, shm_zone);
+}
+
+/* ngx_conf_set_enum_slot, with a message that names the directive and the
+ * accepted values */
+char *
+ngx_http_throttle_set_enum(ngx_conf_t *cf, ngx_command_t *cmd,
+                           void *conf) noexcept
+{
+    ngx_uint_t      *field = (ngx_uint_t *) ((char *) conf + cmd->offset);
+    ngx_str_t       *value = (ngx_str_t *) cf->args->elts;
+    ngx_conf_enum_t *e = (ngx_conf_enum_t *) cmd->post;
+    u_char           names[128], *p = names, *last = names + sizeof(names);
+    ngx_uint_t       i;
+
+    if (*field != NGX_CONF_UNSET_UINT) {
+        return (char *) "is duplicate";
+    }
+
+    for (i = 0; e[i].name.len; i++) {
+        if (e[i].name.len == value[1].len
+            && ngx_strcasecmp(e[i].name.data, value[1].data) == 0)
+        {
+            *field = e[i].value;
+            return NGX_CONF_OK;
+        }
+
+        p = ngx_slprintf(p, last, "%s\"%V\"", i ? ", " : "", &e[i].name);
+    }
+
+    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                       "invalid value \"%V\" in \"%V\" directive, it must be "
+                       "one of %*s",
+                       &value[1], &cmd->name, p - names, names);
+    return (char *) NGX_CONF_ERROR;
+}
+
+char *
+ngx_http_throttle_set_status(ngx_conf_t *cf, ngx_command_t *cmd,
+                             void *conf) noexcept
+{
+    ngx_uint_t *field = (ngx_uint_t *) ((char *) conf + cmd->offset);
+    ngx_str_t  *value = (ngx_str_t *) cf->args->elts;
+    ngx_int_t   status;
+
+    if (*field != NGX_CONF_UNSET_UINT) {
+        return (char *) "is duplicate";
+    }
+
+    status = ngx_atoi(value[1].data, value[1].len);
+
+    if (status < 400 || status > 599) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid value \"%V\" in \"%V\" directive, it must "
+                           "be a status code between 400 and 599",
+                           &value[1], &cmd->name);
+        return (char *) NGX_CONF_ERROR;
+    }
+
+    *field = (ngx_uint_t) status;
+    return NGX_CONF_OK;
+}

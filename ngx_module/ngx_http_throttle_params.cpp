@@ -1,0 +1,84 @@
+/*
+ * The "name=value" argument walker shared by the directives, and the
+ * small parsers their parameters have in common.
+ */
+
+#include "ngx_http_throttle_params.h"
+
+char *
+ngx_http_throttle_invalid(ngx_conf_t *cf, ngx_str_t *arg,
+                          const char *why) noexcept
+{
+    ngx_str_t *directive = (ngx_str_t *) cf->args->elts;
+
+    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                       "invalid parameter \"%V\" in \"%V\"%s%s", arg,
+                       &directive[0], why ? ": " : "", why ? why : "");
+    return (char *) NGX_CONF_ERROR;
+}
+
+/* Whether "arg" is the parameter "name": "name=..." for one that takes a
+ * value (then "value" is what follows), or exactly "name" for a flag. */
+static bool
+ngx_http_throttle_param_matches(ngx_str_t *arg, const char *name,
+                                ngx_str_t *value) noexcept
+{
+    size_t len = ngx_strlen(name);
+
+    if (name[len - 1] != '=') {
+        ngx_str_null(value);
+        return arg->len == len && ngx_strncmp(arg->data, name, len) == 0;
+    }
+
+    if (arg->len < len || ngx_strncmp(arg->data, name, len) != 0) {
+        return false;
+    }
+
+    value->data = arg->data + len;
+    value->len = arg->len - len;
+    return true;
+}
+
+char *
+ngx_http_throttle_parse_params(ngx_conf_t *cf, ngx_uint_t first,
+                               const ngx_http_throttle_param_t *params,
+                               void                            *conf) noexcept
+{
+    ngx_str_t                       *args, value;
+    ngx_uint_t                       i;
+    const ngx_http_throttle_param_t *p;
+
+    args = (ngx_str_t *) cf->args->elts;
+
+    for (i = first; i < cf->args->nelts; i++) {
+
+        for (p = params; p->name; p++) {
+            if (ngx_http_throttle_param_matches(&args[i], p->name, &value)) {
+                break;
+            }
+        }
+
+        if (p->name == NULL) {
+            return ngx_http_throttle_invalid(cf, &args[i], "unknown");
+        }
+
+        if (p->set(cf, &args[i], &value, conf) != NGX_CONF_OK) {
+            return (char *) NGX_CONF_ERROR;
+        }
+    }
+
+    return NGX_CONF_OK;
+}
+
+ngx_int_t
+ngx_http_throttle_parse_msec(ngx_str_t *value, ngx_msec_t *msec) noexcept
+{
+    ngx_int_t n = ngx_parse_time(value, 0);
+
+    if (n == NGX_ERROR || n == 0) {
+        return NGX_ERROR;
+    }
+
+    *msec = (ngx_msec_t) n;
+    return NGX_OK;
+}

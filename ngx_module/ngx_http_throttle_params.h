@@ -1,0 +1,75 @@
+/*
+ * The "name=value" arguments of throttle_zone, throttle and throttle_redis:
+ * each directive has a table naming its parameters and the helper that
+ * sets each one; ngx_http_throttle_parse_params() walks the arguments.
+ */
+
+#ifndef NGX_HTTP_THROTTLE_PARAMS_H
+#define NGX_HTTP_THROTTLE_PARAMS_H
+
+extern "C" {
+#include <ngx_config.h>
+#include <ngx_core.h>
+}
+
+#include <string_view>
+
+/* Sets one parameter into "conf": "arg" is the whole argument (for
+ * messages), "value" what follows the name. NGX_CONF_OK or an error
+ * already logged. */
+typedef char *(*ngx_http_throttle_param_set_pt)(ngx_conf_t *cf, ngx_str_t *arg,
+                                                ngx_str_t *value,
+                                                void      *conf) noexcept;
+
+typedef struct {
+    /* "rate=" takes a value; a name without "=", such as "tls", is a
+     * flag */
+    const char                    *name;
+    ngx_http_throttle_param_set_pt set;
+} ngx_http_throttle_param_t;
+
+/* Sets the directive's arguments from the "first" on with "params" (ended
+ * by a NULL name); an argument that none names is refused. */
+char *ngx_http_throttle_parse_params(ngx_conf_t *cf, ngx_uint_t first,
+                                     const ngx_http_throttle_param_t *params,
+                                     void *conf) noexcept;
+
+/* Logs "invalid parameter "<arg>" in "<directive>": <why>" (just the
+ * first part if "why" is NULL); returns NGX_CONF_ERROR. */
+char *ngx_http_throttle_invalid(ngx_conf_t *cf, ngx_str_t *arg,
+                                const char *why) noexcept;
+
+/* A time of at least a millisecond, in "value"; NGX_ERROR otherwise. */
+ngx_int_t ngx_http_throttle_parse_msec(ngx_str_t  *value,
+                                       ngx_msec_t *msec) noexcept;
+
+static inline std::string_view
+ngx_http_throttle_sv(const ngx_str_t &s)
+{
+    return {(const char *) s.data, s.len};
+}
+
+static inline bool
+ngx_http_throttle_str_eq(const ngx_str_t &a, const ngx_str_t &b)
+{
+    return a.len == b.len && ngx_strncmp(a.data, b.data, a.len) == 0;
+}
+
+/* The element of "array" (of pointers to structs with a "name") named
+ * "name", or NULL: zones and Redis backends by name. */
+template <typename T>
+static inline T *
+ngx_http_throttle_find_named(ngx_array_t *array, const ngx_str_t &name)
+{
+    T **elts = (T **) array->elts;
+
+    for (ngx_uint_t i = 0; i < array->nelts; i++) {
+        if (ngx_http_throttle_str_eq(elts[i]->name, name)) {
+            return elts[i];
+        }
+    }
+
+    return NULL;
+}
+
+#endif /* NGX_HTTP_THROTTLE_PARAMS_H */
