@@ -20,26 +20,12 @@ typedef struct {
     ngx_str_t cost;
 } ngx_http_throttle_line_args_t;
 
-static char *
-ngx_http_throttle_line_zone(ngx_conf_t *cf, ngx_str_t *arg, ngx_str_t *v,
-                            void *conf) noexcept
-{
-    ((ngx_http_throttle_line_args_t *) conf)->zone = *v;
-    return NGX_CONF_OK;
-}
-
-static char *
-ngx_http_throttle_line_cost(ngx_conf_t *cf, ngx_str_t *arg, ngx_str_t *v,
-                            void *conf) noexcept
-{
-    ((ngx_http_throttle_line_args_t *) conf)->cost = *v;
-    return NGX_CONF_OK;
-}
-
 static const ngx_http_throttle_param_t ngx_http_throttle_line_params[] = {
-    {"zone=", ngx_http_throttle_line_zone},
-    {"cost=", ngx_http_throttle_line_cost},
-    {NULL, NULL}};
+    {"zone=", ngx_http_throttle_param_str,
+     offsetof(ngx_http_throttle_line_args_t, zone)},
+    {"cost=", ngx_http_throttle_param_str,
+     offsetof(ngx_http_throttle_line_args_t, cost)},
+    {NULL, NULL, 0}};
 
 /* cost= is a number, or text with variables evaluated per request. */
 static char *

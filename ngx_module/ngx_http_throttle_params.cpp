@@ -62,7 +62,7 @@ ngx_http_throttle_parse_params(ngx_conf_t *cf, ngx_uint_t first,
             return ngx_http_throttle_invalid(cf, &args[i], "unknown");
         }
 
-        if (p->set(cf, &args[i], &value, conf) != NGX_CONF_OK) {
+        if (p->set(cf, p, &args[i], &value, conf) != NGX_CONF_OK) {
             return (char *) NGX_CONF_ERROR;
         }
     }
@@ -70,15 +70,39 @@ ngx_http_throttle_parse_params(ngx_conf_t *cf, ngx_uint_t first,
     return NGX_CONF_OK;
 }
 
-ngx_int_t
-ngx_http_throttle_parse_msec(ngx_str_t *value, ngx_msec_t *msec) noexcept
+char *
+ngx_http_throttle_param_str(ngx_conf_t                      *cf,
+                            const ngx_http_throttle_param_t *param,
+                            ngx_str_t *arg, ngx_str_t *value,
+                            void *conf) noexcept
+{
+    *(ngx_str_t *) ((char *) conf + param->offset) = *value;
+    return NGX_CONF_OK;
+}
+
+char *
+ngx_http_throttle_param_flag(ngx_conf_t                      *cf,
+                             const ngx_http_throttle_param_t *param,
+                             ngx_str_t *arg, ngx_str_t *value,
+                             void *conf) noexcept
+{
+    *(ngx_flag_t *) ((char *) conf + param->offset) = 1;
+    return NGX_CONF_OK;
+}
+
+char *
+ngx_http_throttle_param_msec(ngx_conf_t                      *cf,
+                             const ngx_http_throttle_param_t *param,
+                             ngx_str_t *arg, ngx_str_t *value,
+                             void *conf) noexcept
 {
     ngx_int_t n = ngx_parse_time(value, 0);
 
     if (n == NGX_ERROR || n == 0) {
-        return NGX_ERROR;
+        return ngx_http_throttle_invalid(cf, arg,
+                                         "use a time such as 50ms or 1s");
     }
 
-    *msec = (ngx_msec_t) n;
-    return NGX_OK;
+    *(ngx_msec_t *) ((char *) conf + param->offset) = (ngx_msec_t) n;
+    return NGX_CONF_OK;
 }

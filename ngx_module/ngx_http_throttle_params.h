@@ -14,19 +14,38 @@ extern "C" {
 
 #include <string_view>
 
+typedef struct ngx_http_throttle_param_s ngx_http_throttle_param_t;
+
 /* Sets one parameter into "conf": "arg" is the whole argument (for
  * messages), "value" what follows the name. NGX_CONF_OK or an error
  * already logged. */
-typedef char *(*ngx_http_throttle_param_set_pt)(ngx_conf_t *cf, ngx_str_t *arg,
-                                                ngx_str_t *value,
-                                                void      *conf) noexcept;
+typedef char *(*ngx_http_throttle_param_set_pt)(
+    ngx_conf_t *cf, const ngx_http_throttle_param_t *param, ngx_str_t *arg,
+    ngx_str_t *value, void *conf) noexcept;
 
-typedef struct {
+struct ngx_http_throttle_param_s {
     /* "rate=" takes a value; a name without "=", such as "tls", is a
      * flag */
     const char                    *name;
     ngx_http_throttle_param_set_pt set;
-} ngx_http_throttle_param_t;
+    /* for the stock setters below: where in "conf" the value goes */
+    size_t offset;
+};
+
+/* Stock setters: the value as it is (an ngx_str_t), a flag set to 1 (an
+ * ngx_flag_t), a time of at least a millisecond (an ngx_msec_t). */
+char *ngx_http_throttle_param_str(ngx_conf_t                      *cf,
+                                  const ngx_http_throttle_param_t *param,
+                                  ngx_str_t *arg, ngx_str_t *value,
+                                  void *conf) noexcept;
+char *ngx_http_throttle_param_flag(ngx_conf_t                      *cf,
+                                   const ngx_http_throttle_param_t *param,
+                                   ngx_str_t *arg, ngx_str_t *value,
+                                   void *conf) noexcept;
+char *ngx_http_throttle_param_msec(ngx_conf_t                      *cf,
+                                   const ngx_http_throttle_param_t *param,
+                                   ngx_str_t *arg, ngx_str_t *value,
+                                   void *conf) noexcept;
 
 /* Sets the directive's arguments from the "first" on with "params" (ended
  * by a NULL name); an argument that none names is refused. */
@@ -38,10 +57,6 @@ char *ngx_http_throttle_parse_params(ngx_conf_t *cf, ngx_uint_t first,
  * first part if "why" is NULL); returns NGX_CONF_ERROR. */
 char *ngx_http_throttle_invalid(ngx_conf_t *cf, ngx_str_t *arg,
                                 const char *why) noexcept;
-
-/* A time of at least a millisecond, in "value"; NGX_ERROR otherwise. */
-ngx_int_t ngx_http_throttle_parse_msec(ngx_str_t  *value,
-                                       ngx_msec_t *msec) noexcept;
 
 static inline std::string_view
 ngx_http_throttle_sv(const ngx_str_t &s)

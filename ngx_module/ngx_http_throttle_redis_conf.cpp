@@ -92,20 +92,13 @@ ngx_http_throttle_redis_set_tls(ngx_conf_t                *cf,
 
 #endif
 
-/* throttle_redis's parameters, while they are read. */
-typedef struct {
-    ngx_http_throttle_redis_t *backend;
-    ngx_flag_t                 tls_options; /* a tls_* parameter was given */
-} ngx_http_throttle_redis_args_t;
-
-#define ngx_http_throttle_redis_backend(conf)                                  \
-    (((ngx_http_throttle_redis_args_t *) (conf))->backend)
-
 static char *
-ngx_http_throttle_redis_server(ngx_conf_t *cf, ngx_str_t *arg, ngx_str_t *v,
+ngx_http_throttle_redis_server(ngx_conf_t                      *cf,
+                               const ngx_http_throttle_param_t *param,
+                               ngx_str_t *arg, ngx_str_t *v,
                                void *conf) noexcept
 {
-    ngx_url_t *url = &ngx_http_throttle_redis_backend(conf)->url;
+    ngx_url_t *url = &((ngx_http_throttle_redis_t *) conf)->url;
 
     url->url = *v;
     url->default_port = 6379;
@@ -123,23 +116,9 @@ ngx_http_throttle_redis_server(ngx_conf_t *cf, ngx_str_t *arg, ngx_str_t *v,
 }
 
 static char *
-ngx_http_throttle_redis_password(ngx_conf_t *cf, ngx_str_t *arg, ngx_str_t *v,
-                                 void *conf) noexcept
-{
-    ngx_http_throttle_redis_backend(conf)->password = *v;
-    return NGX_CONF_OK;
-}
-
-static char *
-ngx_http_throttle_redis_username(ngx_conf_t *cf, ngx_str_t *arg, ngx_str_t *v,
-                                 void *conf) noexcept
-{
-    ngx_http_throttle_redis_backend(conf)->username = *v;
-    return NGX_CONF_OK;
-}
-
-static char *
-ngx_http_throttle_redis_database(ngx_conf_t *cf, ngx_str_t *arg, ngx_str_t *v,
+ngx_http_throttle_redis_database(ngx_conf_t                      *cf,
+                                 const ngx_http_throttle_param_t *param,
+                                 ngx_str_t *arg, ngx_str_t *v,
                                  void *conf) noexcept
 {
     auto n = throttle::parse_count(ngx_http_throttle_sv(*v),
@@ -149,98 +128,37 @@ ngx_http_throttle_redis_database(ngx_conf_t *cf, ngx_str_t *arg, ngx_str_t *v,
                                          "the database is a number, 0 or more");
     }
 
-    ngx_http_throttle_redis_backend(conf)->database = (ngx_int_t) *n.value;
+    ((ngx_http_throttle_redis_t *) conf)->database = (ngx_int_t) *n.value;
     return NGX_CONF_OK;
 }
 
 static char *
-ngx_http_throttle_redis_tls(ngx_conf_t *cf, ngx_str_t *arg, ngx_str_t *v,
-                            void *conf) noexcept
-{
-    ngx_http_throttle_redis_backend(conf)->tls = 1;
-    return NGX_CONF_OK;
-}
-
-static char *
-ngx_http_throttle_redis_tls_verify(ngx_conf_t *cf, ngx_str_t *arg, ngx_str_t *v,
+ngx_http_throttle_redis_tls_verify(ngx_conf_t                      *cf,
+                                   const ngx_http_throttle_param_t *param,
+                                   ngx_str_t *arg, ngx_str_t *v,
                                    void *conf) noexcept
 {
-    ngx_http_throttle_redis_args_t *ra =
-        (ngx_http_throttle_redis_args_t *) conf;
-    static ngx_str_t on = ngx_string("on");
-    static ngx_str_t off = ngx_string("off");
+    ngx_http_throttle_redis_t *backend = (ngx_http_throttle_redis_t *) conf;
+    static ngx_str_t           on = ngx_string("on");
+    static ngx_str_t           off = ngx_string("off");
 
     if (ngx_http_throttle_str_eq(*v, on)) {
-        ra->backend->tls_verify = 1;
+        backend->tls_verify = 1;
 
     } else if (ngx_http_throttle_str_eq(*v, off)) {
-        ra->backend->tls_verify = 0;
+        backend->tls_verify = 0;
 
     } else {
         return ngx_http_throttle_invalid(cf, arg, "use on or off");
     }
 
-    ra->tls_options = 1;
     return NGX_CONF_OK;
 }
 
 static char *
-ngx_http_throttle_redis_tls_trusted_certificate(ngx_conf_t *cf, ngx_str_t *arg,
-                                                ngx_str_t *v,
-                                                void      *conf) noexcept
-{
-    ngx_http_throttle_redis_args_t *ra =
-        (ngx_http_throttle_redis_args_t *) conf;
-
-    ra->backend->tls_trusted_certificate = *v;
-    ra->tls_options = 1;
-    return NGX_CONF_OK;
-}
-
-static char *
-ngx_http_throttle_redis_tls_name(ngx_conf_t *cf, ngx_str_t *arg, ngx_str_t *v,
-                                 void *conf) noexcept
-{
-    ngx_http_throttle_redis_args_t *ra =
-        (ngx_http_throttle_redis_args_t *) conf;
-
-    ra->backend->tls_name = *v;
-    ra->tls_options = 1;
-    return NGX_CONF_OK;
-}
-
-static char *
-ngx_http_throttle_redis_connect_timeout(ngx_conf_t *cf, ngx_str_t *arg,
-                                        ngx_str_t *v, void *conf) noexcept
-{
-    if (ngx_http_throttle_parse_msec(
-            v, &ngx_http_throttle_redis_backend(conf)->connect_timeout)
-        != NGX_OK)
-    {
-        return ngx_http_throttle_invalid(cf, arg,
-                                         "use a time such as 100ms or 1s");
-    }
-
-    return NGX_CONF_OK;
-}
-
-static char *
-ngx_http_throttle_redis_timeout(ngx_conf_t *cf, ngx_str_t *arg, ngx_str_t *v,
-                                void *conf) noexcept
-{
-    if (ngx_http_throttle_parse_msec(
-            v, &ngx_http_throttle_redis_backend(conf)->timeout)
-        != NGX_OK)
-    {
-        return ngx_http_throttle_invalid(cf, arg,
-                                         "use a time such as 50ms or 1s");
-    }
-
-    return NGX_CONF_OK;
-}
-
-static char *
-ngx_http_throttle_redis_keepalive(ngx_conf_t *cf, ngx_str_t *arg, ngx_str_t *v,
+ngx_http_throttle_redis_keepalive(ngx_conf_t                      *cf,
+                                  const ngx_http_throttle_param_t *param,
+                                  ngx_str_t *arg, ngx_str_t *v,
                                   void *conf) noexcept
 {
     auto n = throttle::parse_count(ngx_http_throttle_sv(*v),
@@ -250,41 +168,39 @@ ngx_http_throttle_redis_keepalive(ngx_conf_t *cf, ngx_str_t *arg, ngx_str_t *v,
                                          "connections per worker, 1 to 64");
     }
 
-    ngx_http_throttle_redis_backend(conf)->keepalive = (ngx_uint_t) *n.value;
-    return NGX_CONF_OK;
-}
-
-static char *
-ngx_http_throttle_redis_prefix(ngx_conf_t *cf, ngx_str_t *arg, ngx_str_t *v,
-                               void *conf) noexcept
-{
-    ngx_http_throttle_redis_backend(conf)->prefix = *v;
+    ((ngx_http_throttle_redis_t *) conf)->keepalive = (ngx_uint_t) *n.value;
     return NGX_CONF_OK;
 }
 
 static const ngx_http_throttle_param_t ngx_http_throttle_redis_params[] = {
-    {"server=", ngx_http_throttle_redis_server},
-    {"password=", ngx_http_throttle_redis_password},
-    {"username=", ngx_http_throttle_redis_username},
-    {"database=", ngx_http_throttle_redis_database},
-    {"tls", ngx_http_throttle_redis_tls},
-    {"tls_verify=", ngx_http_throttle_redis_tls_verify},
-    {"tls_trusted_certificate=",
-     ngx_http_throttle_redis_tls_trusted_certificate},
-    {"tls_name=", ngx_http_throttle_redis_tls_name},
-    {"connect_timeout=", ngx_http_throttle_redis_connect_timeout},
-    {"timeout=", ngx_http_throttle_redis_timeout},
-    {"keepalive=", ngx_http_throttle_redis_keepalive},
-    {"prefix=", ngx_http_throttle_redis_prefix},
-    {NULL, NULL}};
+    {"server=", ngx_http_throttle_redis_server, 0},
+    {"password=", ngx_http_throttle_param_str,
+     offsetof(ngx_http_throttle_redis_t, password)},
+    {"username=", ngx_http_throttle_param_str,
+     offsetof(ngx_http_throttle_redis_t, username)},
+    {"database=", ngx_http_throttle_redis_database, 0},
+    {"tls", ngx_http_throttle_param_flag,
+     offsetof(ngx_http_throttle_redis_t, tls)},
+    {"tls_verify=", ngx_http_throttle_redis_tls_verify, 0},
+    {"tls_trusted_certificate=", ngx_http_throttle_param_str,
+     offsetof(ngx_http_throttle_redis_t, tls_trusted_certificate)},
+    {"tls_name=", ngx_http_throttle_param_str,
+     offsetof(ngx_http_throttle_redis_t, tls_name)},
+    {"connect_timeout=", ngx_http_throttle_param_msec,
+     offsetof(ngx_http_throttle_redis_t, connect_timeout)},
+    {"timeout=", ngx_http_throttle_param_msec,
+     offsetof(ngx_http_throttle_redis_t, timeout)},
+    {"keepalive=", ngx_http_throttle_redis_keepalive, 0},
+    {"prefix=", ngx_http_throttle_param_str,
+     offsetof(ngx_http_throttle_redis_t, prefix)},
+    {NULL, NULL, 0}};
 
-/* What the parameters must say together, and TLS's setup. */
+/* What the parameters must say together, the defaults of those not given,
+ * and TLS's setup. */
 static char *
-ngx_http_throttle_redis_check(ngx_conf_t                     *cf,
-                              ngx_http_throttle_redis_args_t *ra) noexcept
+ngx_http_throttle_redis_check(ngx_conf_t                *cf,
+                              ngx_http_throttle_redis_t *backend) noexcept
 {
-    ngx_http_throttle_redis_t *backend = ra->backend;
-
     if (backend->url.url.len == 0) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "\"throttle_redis\" \"%V\" must have "
@@ -301,12 +217,24 @@ ngx_http_throttle_redis_check(ngx_conf_t                     *cf,
         return (char *) NGX_CONF_ERROR;
     }
 
-    if (ra->tls_options && !backend->tls) {
+    if (!backend->tls
+        && (backend->tls_verify != NGX_CONF_UNSET || backend->tls_name.len
+            || backend->tls_trusted_certificate.len))
+    {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "\"throttle_redis\" \"%V\": tls_* parameters "
                            "need \"tls\"",
                            &backend->name);
         return (char *) NGX_CONF_ERROR;
+    }
+
+    ngx_conf_init_value(backend->tls_verify, 1);
+    ngx_conf_init_msec_value(backend->connect_timeout, 100);
+    ngx_conf_init_msec_value(backend->timeout, 50);
+    ngx_conf_init_uint_value(backend->keepalive, 2);
+
+    if (backend->prefix.data == NULL) {
+        ngx_str_set(&backend->prefix, "throttle:");
     }
 
     if (!backend->tls) {
@@ -328,9 +256,8 @@ char *
 ngx_http_throttle_redis_directive(ngx_conf_t  *cf,
                                   ngx_array_t *backends) noexcept
 {
-    ngx_str_t                     *value = (ngx_str_t *) cf->args->elts;
-    ngx_http_throttle_redis_t     *backend, **slot;
-    ngx_http_throttle_redis_args_t ra;
+    ngx_str_t                 *value = (ngx_str_t *) cf->args->elts;
+    ngx_http_throttle_redis_t *backend, **slot;
 
     if (!throttle::valid_zone_name(ngx_http_throttle_sv(value[1]))) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
@@ -353,20 +280,20 @@ ngx_http_throttle_redis_directive(ngx_conf_t  *cf,
         return (char *) NGX_CONF_ERROR;
     }
 
-    backend->name = value[1];
-    backend->tls_verify = 1;
-    backend->connect_timeout = 100;
-    backend->timeout = 50;
-    backend->keepalive = 2;
-    ngx_str_set(&backend->prefix, "throttle:");
+    /*
+     * set by ngx_pcalloc(): the strings, tls, database
+     */
 
-    ra.backend = backend;
-    ra.tls_options = 0;
+    backend->name = value[1];
+    backend->tls_verify = NGX_CONF_UNSET;
+    backend->connect_timeout = NGX_CONF_UNSET_MSEC;
+    backend->timeout = NGX_CONF_UNSET_MSEC;
+    backend->keepalive = NGX_CONF_UNSET_UINT;
 
     if (ngx_http_throttle_parse_params(cf, 2, ngx_http_throttle_redis_params,
-                                       &ra)
+                                       backend)
             != NGX_CONF_OK
-        || ngx_http_throttle_redis_check(cf, &ra) != NGX_CONF_OK)
+        || ngx_http_throttle_redis_check(cf, backend) != NGX_CONF_OK)
     {
         return (char *) NGX_CONF_ERROR;
     }

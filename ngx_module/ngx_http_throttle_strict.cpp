@@ -91,16 +91,33 @@ ngx_http_throttle_strict_key(ngx_pool_t                *pool,
     return true;
 }
 
+/* Sends a script call for the check's key. */
+static ngx_http_throttle_redis_cmd_t *
+ngx_http_throttle_strict_eval(ngx_http_throttle_check_t      *check,
+                              const throttle::ScriptCall     &script,
+                              ngx_http_throttle_redis_done_pt done) noexcept
+{
+    ngx_http_throttle_redis_call_t call;
+
+    call.script = script.script;
+    call.keys = &check->redis_key;
+    call.nkeys = 1;
+    call.argv = script.args.values;
+    call.nargv = script.args.n;
+    call.timeout = 0;
+
+    return ngx_http_throttle_redis_eval(check->zone->redis, &call, done, check);
+}
+
 /* Sends the decision of each strict zone; returns how many are awaited. */
 ngx_uint_t
 ngx_http_throttle_strict_send(ngx_http_throttle_ctx_t *ctx) noexcept
 {
-    ngx_uint_t                     i;
-    ngx_pool_cleanup_t            *cln;
-    ngx_http_request_t            *r = ctx->request;
-    ngx_http_throttle_zone_t      *zone;
-    ngx_http_throttle_check_t     *check;
-    ngx_http_throttle_redis_call_t call;
+    ngx_uint_t                 i;
+    ngx_pool_cleanup_t        *cln;
+    ngx_http_request_t        *r = ctx->request;
+    ngx_http_throttle_zone_t  *zone;
+    ngx_http_throttle_check_t *check;
 
     cln = ngx_pool_cleanup_add(r->pool, 0);
     if (cln == NULL) {
@@ -126,18 +143,10 @@ ngx_http_throttle_strict_send(ngx_http_throttle_ctx_t *ctx) noexcept
             continue;
         }
 
-        throttle::ScriptCall decision = zone->policy.decision_call(check->cost);
-
-        call.script = decision.script;
-        call.keys = &check->redis_key;
-        call.nkeys = 1;
-        call.argv = decision.args.values;
-        call.nargv = decision.args.n;
-        call.timeout = 0;
-
         check->sent_at = zone->policy.now_us();
-        check->cmd = ngx_http_throttle_redis_eval(
-            zone->redis, &call, ngx_http_throttle_strict_done, check);
+        check->cmd = ngx_http_throttle_strict_eval(
+            check, zone->policy.decision_call(check->cost),
+            ngx_http_throttle_strict_done);
 
         if (check->cmd) {
             check->failed = 0;
@@ -146,25 +155,6 @@ ngx_http_throttle_strict_send(ngx_http_throttle_ctx_t *ctx) noexcept
     }
 
     return --ctx->pending;
-}
-
-/* Gives back what Redis charged for a request another zone refused. */
-static void
-ngx_http_throttle_strict_refund(ngx_http_throttle_check_t *check) noexcept
-{
-    ngx_http_throttle_zone_t      *zone = check->zone;
-    ngx_http_throttle_redis_call_t call;
-    throttle::ScriptCall           refund =
-        zone->policy.refund_call(check->cost, check->tokens);
-
-    call.script = refund.script;
-    call.keys = &check->redis_key;
-    call.nkeys = 1;
-    call.argv = refund.args.values;
-    call.nargv = refund.args.n;
-    call.timeout = 0;
-
-    (void) ngx_http_throttle_redis_eval(zone->redis, &call, NULL, NULL);
 }
 
 void
@@ -190,7 +180,10 @@ ngx_http_throttle_strict_settle(ngx_http_throttle_ctx_t *ctx,
         }
 
         if (!admitted && check->cost > 0) {
-            ngx_http_throttle_strict_refund(check);
+            /* another zone refused it: Redis gives the charge back */
+            (void) ngx_http_throttle_strict_eval(
+                check, zone->policy.refund_call(check->cost, check->tokens),
+                NULL);
         }
     }
 }

@@ -32,8 +32,9 @@ typedef struct {
 } ngx_http_throttle_zone_args_t;
 
 static char *
-ngx_http_throttle_zone_size(ngx_conf_t *cf, ngx_str_t *arg, ngx_str_t *v,
-                            void *conf) noexcept
+ngx_http_throttle_zone_size(ngx_conf_t                      *cf,
+                            const ngx_http_throttle_param_t *param,
+                            ngx_str_t *arg, ngx_str_t *v, void *conf) noexcept
 {
     ngx_http_throttle_zone_args_t *za = (ngx_http_throttle_zone_args_t *) conf;
     u_char                        *colon;
@@ -76,68 +77,68 @@ ngx_http_throttle_zone_size(ngx_conf_t *cf, ngx_str_t *arg, ngx_str_t *v,
     return NGX_CONF_OK;
 }
 
-/* The messages of rate=, burst= and algorithm=: "invalid rate "rate=x" in
- * "throttle_zone": it <why>". */
+/* Keeps what rate=, burst= or algorithm= parsed, or says why not: "invalid
+ * rate "rate=x" in "throttle_zone": it <why>". */
+template <typename T>
 static char *
-ngx_http_throttle_zone_invalid(ngx_conf_t *cf, const char *what, ngx_str_t *arg,
-                               const char *why) noexcept
+ngx_http_throttle_zone_take(ngx_conf_t *cf, const char *what, ngx_str_t *arg,
+                            const throttle::Parsed<T> &parsed, T *to) noexcept
 {
-    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                       "invalid %s \"%V\" in \"throttle_zone\": it %s", what,
-                       arg, why);
-    return (char *) NGX_CONF_ERROR;
-}
-
-static char *
-ngx_http_throttle_zone_rate(ngx_conf_t *cf, ngx_str_t *arg, ngx_str_t *v,
-                            void *conf) noexcept
-{
-    ngx_http_throttle_zone_args_t *za = (ngx_http_throttle_zone_args_t *) conf;
-    auto parsed = throttle::parse_rate(ngx_http_throttle_sv(*v));
-
     if (!parsed) {
-        return ngx_http_throttle_zone_invalid(cf, "rate", arg, parsed.error);
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid %s \"%V\" in \"throttle_zone\": it %s",
+                           what, arg, parsed.error);
+        return (char *) NGX_CONF_ERROR;
     }
 
-    za->params.rate = *parsed.value;
+    *to = *parsed.value;
     return NGX_CONF_OK;
 }
 
 static char *
-ngx_http_throttle_zone_burst(ngx_conf_t *cf, ngx_str_t *arg, ngx_str_t *v,
-                             void *conf) noexcept
+ngx_http_throttle_zone_rate(ngx_conf_t                      *cf,
+                            const ngx_http_throttle_param_t *param,
+                            ngx_str_t *arg, ngx_str_t *v, void *conf) noexcept
 {
     ngx_http_throttle_zone_args_t *za = (ngx_http_throttle_zone_args_t *) conf;
-    auto                           parsed =
-        throttle::parse_count(ngx_http_throttle_sv(*v), throttle::kMaxBurst);
 
-    if (!parsed) {
-        return ngx_http_throttle_zone_invalid(cf, "burst", arg, parsed.error);
-    }
-
-    za->params.burst = *parsed.value;
-    return NGX_CONF_OK;
+    return ngx_http_throttle_zone_take(
+        cf, "rate", arg, throttle::parse_rate(ngx_http_throttle_sv(*v)),
+        &za->params.rate);
 }
 
 static char *
-ngx_http_throttle_zone_algorithm(ngx_conf_t *cf, ngx_str_t *arg, ngx_str_t *v,
+ngx_http_throttle_zone_burst(ngx_conf_t                      *cf,
+                             const ngx_http_throttle_param_t *param,
+                             ngx_str_t *arg, ngx_str_t *v, void *conf) noexcept
+{
+    ngx_http_throttle_zone_args_t *za = (ngx_http_throttle_zone_args_t *) conf;
+
+    return ngx_http_throttle_zone_take(
+        cf, "burst", arg,
+        throttle::parse_count(ngx_http_throttle_sv(*v), throttle::kMaxBurst),
+        &za->params.burst);
+}
+
+static char *
+ngx_http_throttle_zone_algorithm(ngx_conf_t                      *cf,
+                                 const ngx_http_throttle_param_t *param,
+                                 ngx_str_t *arg, ngx_str_t *v,
                                  void *conf) noexcept
 {
     ngx_http_throttle_zone_args_t *za = (ngx_http_throttle_zone_args_t *) conf;
     throttle::Message              why;
-    auto found = throttle::find_algorithm(ngx_http_throttle_sv(*v), why);
 
-    if (!found) {
-        return ngx_http_throttle_zone_invalid(cf, "algorithm", arg,
-                                              found.error);
-    }
-
-    za->params.algorithm = *found.value;
-    return NGX_CONF_OK;
+    return ngx_http_throttle_zone_take(
+        cf, "algorithm", arg,
+        throttle::find_algorithm(ngx_http_throttle_sv(*v), why),
+        &za->params.algorithm);
 }
 
 static char *
-ngx_http_throttle_zone_log_max(ngx_conf_t *cf, ngx_str_t *arg, ngx_str_t *v,
+ngx_http_throttle_zone_log_max(ngx_conf_t                      *cf,
+                               const ngx_http_throttle_param_t *param,
+                               ngx_str_t *arg, ngx_str_t *v,
                                void *conf) noexcept
 {
     ngx_http_throttle_zone_args_t *za = (ngx_http_throttle_zone_args_t *) conf;
@@ -155,8 +156,9 @@ ngx_http_throttle_zone_log_max(ngx_conf_t *cf, ngx_str_t *arg, ngx_str_t *v,
 }
 
 static char *
-ngx_http_throttle_zone_redis(ngx_conf_t *cf, ngx_str_t *arg, ngx_str_t *v,
-                             void *conf) noexcept
+ngx_http_throttle_zone_redis(ngx_conf_t                      *cf,
+                             const ngx_http_throttle_param_t *param,
+                             ngx_str_t *arg, ngx_str_t *v, void *conf) noexcept
 {
     ngx_http_throttle_zone_args_t *za = (ngx_http_throttle_zone_args_t *) conf;
 
@@ -169,8 +171,9 @@ ngx_http_throttle_zone_redis(ngx_conf_t *cf, ngx_str_t *arg, ngx_str_t *v,
 }
 
 static char *
-ngx_http_throttle_zone_sync(ngx_conf_t *cf, ngx_str_t *arg, ngx_str_t *v,
-                            void *conf) noexcept
+ngx_http_throttle_zone_sync(ngx_conf_t                      *cf,
+                            const ngx_http_throttle_param_t *param,
+                            ngx_str_t *arg, ngx_str_t *v, void *conf) noexcept
 {
     ngx_http_throttle_zone_args_t *za = (ngx_http_throttle_zone_args_t *) conf;
     static ngx_str_t               strict = ngx_string("strict");
@@ -191,8 +194,10 @@ ngx_http_throttle_zone_sync(ngx_conf_t *cf, ngx_str_t *arg, ngx_str_t *v,
 }
 
 static char *
-ngx_http_throttle_zone_sync_interval(ngx_conf_t *cf, ngx_str_t *arg,
-                                     ngx_str_t *v, void *conf) noexcept
+ngx_http_throttle_zone_sync_interval(ngx_conf_t                      *cf,
+                                     const ngx_http_throttle_param_t *param,
+                                     ngx_str_t *arg, ngx_str_t *v,
+                                     void *conf) noexcept
 {
     ngx_http_throttle_zone_args_t *za = (ngx_http_throttle_zone_args_t *) conf;
     ngx_int_t                      ms = ngx_parse_time(v, 0);
@@ -207,15 +212,15 @@ ngx_http_throttle_zone_sync_interval(ngx_conf_t *cf, ngx_str_t *arg,
 }
 
 static const ngx_http_throttle_param_t ngx_http_throttle_zone_params[] = {
-    {"zone=", ngx_http_throttle_zone_size},
-    {"rate=", ngx_http_throttle_zone_rate},
-    {"burst=", ngx_http_throttle_zone_burst},
-    {"algorithm=", ngx_http_throttle_zone_algorithm},
-    {"log_max=", ngx_http_throttle_zone_log_max},
-    {"redis=", ngx_http_throttle_zone_redis},
-    {"sync=", ngx_http_throttle_zone_sync},
-    {"sync_interval=", ngx_http_throttle_zone_sync_interval},
-    {NULL, NULL}};
+    {"zone=", ngx_http_throttle_zone_size, 0},
+    {"rate=", ngx_http_throttle_zone_rate, 0},
+    {"burst=", ngx_http_throttle_zone_burst, 0},
+    {"algorithm=", ngx_http_throttle_zone_algorithm, 0},
+    {"log_max=", ngx_http_throttle_zone_log_max, 0},
+    {"redis=", ngx_http_throttle_zone_redis, 0},
+    {"sync=", ngx_http_throttle_zone_sync, 0},
+    {"sync_interval=", ngx_http_throttle_zone_sync_interval, 0},
+    {NULL, NULL, 0}};
 
 /* What the parameters must say together: a name and a rate; sync= only
  * with redis=, sync_interval= only with sync=async. Where the state lives

@@ -53,13 +53,14 @@ namespace {
 const WindowSync kFixedWindowSync(lua::fixed_window_sync,
                                   PreviousWindow::ignored);
 
-class FixedWindow final : public Algorithm {
+class FixedWindow final : public WindowAlgorithm {
   public:
-    constexpr FixedWindow() noexcept : Algorithm("fixed_window", true, false) {}
-
-    bool configure(Policy &policy, Message &why) const noexcept override
+    // The decision names the window it charged, for the refund.
+    constexpr FixedWindow() noexcept
+        : WindowAlgorithm("fixed_window", false, INT64_MAX,
+                          {&lua::fixed_window, &lua::fixed_window_refund, 1},
+                          &kFixedWindowSync)
     {
-        return configure_window(policy, INT64_MAX, why);
     }
 
     Decision decide(const Policy &policy, const KeyState *current,
@@ -70,27 +71,10 @@ class FixedWindow final : public Algorithm {
                                    cost);
     }
 
-    // The decision names the window it charged, for the refund.
-    StrictScripts strict_scripts() const noexcept override
-    {
-        return {&lua::fixed_window, &lua::fixed_window_refund, 1};
-    }
-
-    ScriptArgs decision_args(const Policy &policy,
-                             int64_t       cost) const noexcept override
-    {
-        return window_decision_args(policy, cost);
-    }
-
     ScriptArgs refund_args(const Policy &, int64_t cost,
                            const int64_t tokens[2]) const noexcept override
     {
         return {{cost, tokens[0], 0, 0}, 2};
-    }
-
-    const Syncing *syncing() const noexcept override
-    {
-        return &kFixedWindowSync;
     }
 };
 

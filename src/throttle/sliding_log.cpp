@@ -1,6 +1,7 @@
 #include "throttle/sliding_log.hpp"
 
 #include "throttle/lua.hpp"
+#include "throttle/windows.hpp"
 #include "throttle/policy.hpp"
 
 #include <algorithm>
@@ -133,14 +134,21 @@ sliding_log_record(const WindowParams &params, KeyState &state, int64_t *slots,
 
 namespace {
 
-class SlidingLog final : public Algorithm {
+class SlidingLog final : public WindowAlgorithm {
   public:
-    constexpr SlidingLog() noexcept : Algorithm("sliding_log", true, true) {}
+    // Its limit is capped by log_max; the decision names its entries' time
+    // and first sequence number, for the refund.
+    constexpr SlidingLog() noexcept
+        : WindowAlgorithm("sliding_log", true, INT64_MAX,
+                          {&lua::sliding_log, &lua::sliding_log_refund, 2},
+                          nullptr)
+    {
+    }
 
-    // A local zone keeps the ring in a key's node: log_max caps it.
+    // A local zone keeps the ring in a key's node.
     bool configure(Policy &policy, Message &why) const noexcept override
     {
-        if (!configure_window(policy, INT64_MAX, why)) {
+        if (!WindowAlgorithm::configure(policy, why)) {
             return false;
         }
         if (policy.limit > policy.log_max) {
@@ -185,25 +193,11 @@ class SlidingLog final : public Algorithm {
             sliding_log_record(window_params(policy), state, log, now_us, cost);
     }
 
-    // The decision names its entries' time and first sequence number.
-    StrictScripts strict_scripts() const noexcept override
-    {
-        return {&lua::sliding_log, &lua::sliding_log_refund, 2};
-    }
-
-    ScriptArgs decision_args(const Policy &policy,
-                             int64_t       cost) const noexcept override
-    {
-        return window_decision_args(policy, cost);
-    }
-
     ScriptArgs refund_args(const Policy &, int64_t cost,
                            const int64_t tokens[2]) const noexcept override
     {
         return {{tokens[0], tokens[1], cost, 0}, 3};
     }
-
-    const Syncing *syncing() const noexcept override { return nullptr; }
 
     const char *why_not_async() const noexcept override
     {

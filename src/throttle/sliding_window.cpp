@@ -144,16 +144,16 @@ namespace {
 const WindowSync kSlidingWindowSync(lua::sliding_window_sync,
                                     PreviousWindow::weighs);
 
-class SlidingWindow final : public Algorithm {
+class SlidingWindow final : public WindowAlgorithm {
   public:
+    // Its counters share a word; the decision names the window it charged,
+    // for the refund.
     constexpr SlidingWindow() noexcept
-        : Algorithm("sliding_window", true, false)
+        : WindowAlgorithm(
+            "sliding_window", false, kMaxSlidingWindowLimit,
+            {&lua::sliding_window, &lua::sliding_window_refund, 1},
+            &kSlidingWindowSync)
     {
-    }
-
-    bool configure(Policy &policy, Message &why) const noexcept override
-    {
-        return configure_window(policy, kMaxSlidingWindowLimit, why);
     }
 
     Decision decide(const Policy &policy, const KeyState *current,
@@ -164,27 +164,10 @@ class SlidingWindow final : public Algorithm {
                                      cost);
     }
 
-    // The decision names the window it charged, for the refund.
-    StrictScripts strict_scripts() const noexcept override
-    {
-        return {&lua::sliding_window, &lua::sliding_window_refund, 1};
-    }
-
-    ScriptArgs decision_args(const Policy &policy,
-                             int64_t       cost) const noexcept override
-    {
-        return window_decision_args(policy, cost);
-    }
-
     ScriptArgs refund_args(const Policy &policy, int64_t cost,
                            const int64_t tokens[2]) const noexcept override
     {
         return {{cost, tokens[0], policy.window_us, 0}, 3};
-    }
-
-    const Syncing *syncing() const noexcept override
-    {
-        return &kSlidingWindowSync;
     }
 };
 

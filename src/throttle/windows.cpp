@@ -11,8 +11,10 @@ window_params(const Policy &policy) noexcept
 }
 
 bool
-configure_window(Policy &policy, int64_t max_limit, Message &why) noexcept
+WindowAlgorithm::configure(Policy &policy, Message &why) const noexcept
 {
+    const int64_t max_limit = max_limit_;
+
     // rate counts and bursts are both below 2^31: no overflow
     policy.window_us = policy.rate.period_us;
     policy.limit = policy.rate.count + policy.burst;
@@ -29,7 +31,8 @@ configure_window(Policy &policy, int64_t max_limit, Message &why) noexcept
 }
 
 ScriptArgs
-window_decision_args(const Policy &policy, int64_t cost) noexcept
+WindowAlgorithm::decision_args(const Policy &policy,
+                               int64_t       cost) const noexcept
 {
     return {{policy.window_us, policy.limit, cost, 0}, 3};
 }

@@ -23,12 +23,34 @@ struct WindowParams {
 
 WindowParams window_params(const Policy &policy) noexcept;
 
-// What every window algorithm's configure() does first: a window of the
-// rate's unit and a limit of its count + burst, at most max_limit.
-bool configure_window(Policy &policy, int64_t max_limit, Message &why) noexcept;
+// What the window algorithms share (fixed_window, sliding_window,
+// sliding_log): the wall clock, a window of the rate's unit, a limit of
+// its count + burst (at most max_limit), and decision scripts that take
+// the window, the limit and the cost.
+class WindowAlgorithm : public Algorithm {
+  public:
+    constexpr WindowAlgorithm(std::string_view algorithm_name, bool log_max,
+                              int64_t max_limit, StrictScripts scripts,
+                              const Syncing *sync) noexcept
+        : Algorithm(algorithm_name, true, log_max), max_limit_(max_limit),
+          scripts_(scripts), sync_(sync)
+    {
+    }
 
-// Their decision scripts' ARGV: the window, the limit and the cost.
-ScriptArgs window_decision_args(const Policy &policy, int64_t cost) noexcept;
+    bool configure(Policy &policy, Message &why) const noexcept override;
+    StrictScripts  strict_scripts() const noexcept override { return scripts_; }
+    ScriptArgs     decision_args(const Policy &policy,
+                                 int64_t       cost) const noexcept override;
+    const Syncing *syncing() const noexcept override { return sync_; }
+
+  protected:
+    ~WindowAlgorithm() = default;
+
+  private:
+    int64_t        max_limit_;
+    StrictScripts  scripts_;
+    const Syncing *sync_;
+};
 
 // The start of the window `now_us` falls in: windows are aligned on
 // multiples of their length since the epoch.
