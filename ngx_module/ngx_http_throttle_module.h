@@ -56,9 +56,9 @@ typedef struct {
     ngx_http_throttle_log_limit_t evict_log;
     /* async mode */
     ngx_queue_t dirty;         /* keys to sync, oldest first */
-    int64_t     flush_at;      /* next sync, us */
-    ngx_pid_t   flusher;       /* the worker syncing now, or 0 */
-    int64_t     flusher_until; /* when its claim lapses, us */
+    int64_t     next_round;    /* when the next sync is due, us */
+    ngx_pid_t   syncer;        /* the worker syncing now, or 0 */
+    int64_t     syncer_until;  /* when its claim lapses, us */
     int64_t     dropped_units; /* evicted before they were synced */
     ngx_uint_t  failing;       /* syncs failed in a row */
 } ngx_http_throttle_shctx_t;
@@ -186,9 +186,17 @@ char *ngx_http_throttle_set_enum(ngx_conf_t *cf, ngx_command_t *cmd,
 char *ngx_http_throttle_set_status(ngx_conf_t *cf, ngx_command_t *cmd,
                                    void *conf) noexcept;
 
-/* ngx_http_throttle_zone.cpp: the shared-memory zone, under its mutex */
+/* ngx_http_throttle_zone_init.cpp */
 ngx_int_t ngx_http_throttle_init_zone(ngx_shm_zone_t *shm_zone,
                                       void           *data) noexcept;
+
+/* ngx_http_throttle_zone.cpp: the shared-memory zone, under its mutex */
+size_t ngx_http_throttle_node_size(const ngx_http_throttle_zone_t *zone,
+                                   size_t key_len) noexcept;
+void
+          ngx_http_throttle_rbtree_insert_value(ngx_rbtree_node_t *temp,
+                                                ngx_rbtree_node_t *node,
+                                                ngx_rbtree_node_t *sentinel) noexcept;
 void      ngx_http_throttle_lookup(ngx_http_throttle_check_t *check) noexcept;
 ngx_int_t ngx_http_throttle_reserve(ngx_http_throttle_check_t *check,
                                     ngx_log_t                 *log) noexcept;

@@ -2,7 +2,8 @@
  * The shared-memory zone: an rbtree of keys by hash plus an LRU queue, in
  * the zone's slab pool, as limit_req's. The functions that read or write
  * keys run with the pool's mutex held by their caller, but for
- * ngx_http_throttle_remember() and init_zone, which take it themselves.
+ * ngx_http_throttle_remember(), which takes it itself. How a zone starts,
+ * or is kept over a reload, is in ngx_http_throttle_zone_init.cpp.
  *
  * A decision is made in two steps so that several zones can be checked
  * together and charged only if all pass: lookup (read), then, if the
@@ -51,7 +52,7 @@ ngx_http_throttle_node_log(ngx_http_throttle_node_t *tn) noexcept
 }
 
 /* The slab allocation of a key's node: the key, and its words. */
-static size_t
+size_t
 ngx_http_throttle_node_size(const ngx_http_throttle_zone_t *zone,
                             size_t                          key_len) noexcept
 {
@@ -66,7 +67,7 @@ ngx_http_throttle_node_size(const ngx_http_throttle_zone_t *zone,
         + offsetof(ngx_http_throttle_node_t, data) + key_len;
 }
 
-static void
+void
 ngx_http_throttle_rbtree_insert_value(ngx_rbtree_node_t *temp,
                                       ngx_rbtree_node_t *node,
                                       ngx_rbtree_node_t *sentinel) noexcept
@@ -355,7 +356,7 @@ ngx_http_throttle_commit(ngx_http_throttle_check_t *check) noexcept
     }
 }
 
-/* An async key is synced at the next flush, and once more after it, so
+/* An async key is synced at the next round, and once more after it, so
  * that it also learns what the other nodes charged meanwhile. */
 void
 ngx_http_throttle_mark_dirty(ngx_http_throttle_zone_t *zone,
@@ -366,154 +367,4 @@ ngx_http_throttle_mark_dirty(ngx_http_throttle_zone_t *zone,
     }
 
     tn->sync_rounds = 2;
-}
-
-/* A reload made an async zone local or strict: nothing will sync its keys
- * any more, and a key still due a sync would never expire. Their unsent
- * units are let go, and said so. (The old workers may still be finishing a
- * sync: hence the lock.) */
-static void
-ngx_http_throttle_forget_syncs(ngx_http_throttle_zone_t *zone,
-                               ngx_log_t                *log) noexcept
-{
-    ngx_queue_t              *q;
-    ngx_uint_t                keys = 0;
-    int64_t                   units = 0;
-    ngx_http_throttle_node_t *tn;
-
-    ngx_shmtx_lock(&zone->shpool->mutex);
-
-    while (!ngx_queue_empty(&zone->sh->dirty)) {
-        q = ngx_queue_head(&zone->sh->dirty);
-        tn = ngx_queue_data(q, ngx_http_throttle_node_t, dirty);
-        ngx_queue_remove(q);
-
-        units += zone->policy.pending_total(tn->stored.pending);
-        keys += tn->stored.pending.units ? 1 : 0;
-        tn->stored.pending = throttle::PendingUnits{};
-        tn->sync_rounds = 0;
-    }
-
-    zone->sh->flusher = 0;
-
-    ngx_shmtx_unlock(&zone->shpool->mutex);
-
-    if (units) {
-        ngx_log_error(NGX_LOG_NOTICE, log, 0,
-                      "throttle_zone \"%V\" no longer syncs with Redis: %L "
-                      "units of %ui keys not synced yet are let go",
-                      &zone->name, units, keys);
-    }
-}
-
-/* A reload: the zone kept its name and size, so it keeps its keys,
- * unless they no longer mean the same thing. */
-static ngx_int_t
-ngx_http_throttle_reuse_zone(ngx_shm_zone_t           *shm_zone,
-                             ngx_http_throttle_zone_t *ozone) noexcept
-{
-    const char               *refusal;
-    throttle::Message         why;
-    ngx_http_throttle_zone_t *zone =
-        (ngx_http_throttle_zone_t *) shm_zone->data;
-
-    if (!ngx_http_throttle_str_eq(zone->key.value, ozone->key.value)) {
-        ngx_log_error(NGX_LOG_EMERG, shm_zone->shm.log, 0,
-                      "throttle_zone \"%V\" uses the \"%V\" key while "
-                      "previously it used the \"%V\" key; rename the zone or "
-                      "change its size to start afresh",
-                      &shm_zone->shm.name, &zone->key.value, &ozone->key.value);
-        return NGX_ERROR;
-    }
-
-    refusal = throttle::reload_refusal(ozone->policy, zone->policy, why);
-    if (refusal) {
-        ngx_log_error(NGX_LOG_EMERG, shm_zone->shm.log, 0,
-                      "throttle_zone \"%V\" %s; rename the zone or change its "
-                      "size to start afresh",
-                      &shm_zone->shm.name, refusal);
-        return NGX_ERROR;
-    }
-
-    zone->sh = ozone->sh;
-    zone->shpool = ozone->shpool;
-
-    if (ngx_http_throttle_async(ozone) && !ngx_http_throttle_async(zone)) {
-        ngx_http_throttle_forget_syncs(zone, shm_zone->shm.log);
-    }
-
-    return NGX_OK;
-}
-
-/* A new zone: its bookkeeping, and room for at least one key. */
-static ngx_int_t
-ngx_http_throttle_new_zone(ngx_shm_zone_t           *shm_zone,
-                           ngx_http_throttle_zone_t *zone) noexcept
-{
-    size_t len, size;
-    void  *node;
-
-    zone->sh = (ngx_http_throttle_shctx_t *) ngx_slab_calloc(
-        zone->shpool, sizeof(ngx_http_throttle_shctx_t));
-    if (zone->sh == NULL) {
-        return NGX_ERROR;
-    }
-
-    zone->shpool->data = zone->sh;
-
-    ngx_rbtree_init(&zone->sh->rbtree, &zone->sh->sentinel,
-                    ngx_http_throttle_rbtree_insert_value);
-    ngx_queue_init(&zone->sh->queue);
-    ngx_queue_init(&zone->sh->dirty);
-
-    len = sizeof(" in throttle zone \"\"") + shm_zone->shm.name.len;
-
-    zone->shpool->log_ctx = (u_char *) ngx_slab_alloc(zone->shpool, len);
-    if (zone->shpool->log_ctx == NULL) {
-        return NGX_ERROR;
-    }
-
-    ngx_sprintf(zone->shpool->log_ctx, " in throttle zone \"%V\"%Z",
-                &shm_zone->shm.name);
-
-    /* a full zone is ours to report, once a second, not the slab's */
-    zone->shpool->log_nomem = 0;
-
-    /* a zone that cannot hold one key (a sliding_log's ring can be large)
-     * would leave every request to throttle_on_error */
-    size = ngx_http_throttle_node_size(zone, throttle::kMaxInlineKeyLen);
-
-    node = ngx_slab_alloc(zone->shpool, size);
-    if (node == NULL) {
-        ngx_log_error(NGX_LOG_EMERG, shm_zone->shm.log, 0,
-                      "throttle_zone \"%V\" is too small to hold one key, "
-                      "which takes up to %uz bytes; make the zone larger",
-                      &shm_zone->shm.name, size);
-        return NGX_ERROR;
-    }
-
-    ngx_slab_free(zone->shpool, node);
-
-    return NGX_OK;
-}
-
-ngx_int_t
-ngx_http_throttle_init_zone(ngx_shm_zone_t *shm_zone, void *data) noexcept
-{
-    ngx_http_throttle_zone_t *ozone = (ngx_http_throttle_zone_t *) data;
-    ngx_http_throttle_zone_t *zone =
-        (ngx_http_throttle_zone_t *) shm_zone->data;
-
-    if (ozone) {
-        return ngx_http_throttle_reuse_zone(shm_zone, ozone);
-    }
-
-    zone->shpool = (ngx_slab_pool_t *) shm_zone->shm.addr;
-
-    if (shm_zone->shm.exists) {
-        zone->sh = (ngx_http_throttle_shctx_t *) zone->shpool->data;
-        return NGX_OK;
-    }
-
-    return ngx_http_throttle_new_zone(shm_zone, zone);
 }

@@ -1,0 +1,50 @@
+/*
+ * Async mode's rounds, shared by ngx_http_throttle_async.cpp (when a worker
+ * syncs a zone, and what it takes) and ngx_http_throttle_async_call.cpp
+ * (the script calls that carry a round to Redis, and their replies).
+ */
+
+#ifndef NGX_HTTP_THROTTLE_ASYNC_H
+#define NGX_HTTP_THROTTLE_ASYNC_H
+
+#include "ngx_http_throttle_module.h"
+
+/* Keys per script call (one slot, one Lua run), and per round. */
+#define NGX_HTTP_THROTTLE_ASYNC_BATCH 500
+#define NGX_HTTP_THROTTLE_ASYNC_MAX 20000
+
+typedef struct {
+    u_char                *data; /* the key as the zone stores it */
+    u_short                len;
+    u_char                 hashed;
+    throttle::PendingUnits units; /* taken from the node */
+} ngx_http_throttle_async_key_t;
+
+/* One sync of a zone by this worker: the keys it took from the zone, sent
+ * in calls of up to NGX_HTTP_THROTTLE_ASYNC_BATCH keys. */
+typedef struct {
+    ngx_http_throttle_zone_t      *zone;
+    int64_t                        sent_at; /* the zone's clock, us */
+    ngx_uint_t                     nkeys;
+    ngx_uint_t                     pending; /* script calls in flight */
+    ngx_http_throttle_async_key_t *keys;
+} ngx_http_throttle_async_round_t;
+
+/* One script call of a round: keys [first, first + n) of it. */
+typedef struct {
+    ngx_http_throttle_async_round_t *round;
+    ngx_uint_t                       first;
+    ngx_uint_t                       n;
+    ngx_http_throttle_redis_call_t   eval;
+} ngx_http_throttle_async_call_t;
+
+/* ngx_http_throttle_async_call.cpp: sends keys [first, first + n) of the
+ * round as one script call; its reply updates the zone. */
+void ngx_http_throttle_async_send(ngx_http_throttle_async_round_t *round,
+                                  ngx_uint_t first, ngx_uint_t n) noexcept;
+
+/* ngx_http_throttle_async.cpp: every call of the round is done. */
+void
+ngx_http_throttle_async_finish(ngx_http_throttle_async_round_t *round) noexcept;
+
+#endif /* NGX_HTTP_THROTTLE_ASYNC_H */

@@ -1,0 +1,276 @@
+/*
+ * Async mode's script calls: a call carries up to
+ * NGX_HTTP_THROTTLE_ASYNC_BATCH keys of a round, with ARGV as the zone's
+ * algorithm lays it out (throttle::Policy::sync_layout()); its reply
+ * replaces the zone's view of each key, and its failure keeps the keys due
+ * a sync.
+ */
+
+#include "ngx_http_throttle_async.h"
+
+#include "throttle/redis.hpp"
+
+#include <hiredis/hiredis.h>
+
+/* What a sync call that failed leaves of the units it took. */
+typedef enum {
+    /* they did not reach Redis: they go out with the next sync */
+    NGX_HTTP_THROTTLE_ASYNC_UNITS_KEPT,
+    /* they may have (a stalled Redis may still run the call): they count
+     * as delivered, and the keys are only read again */
+    NGX_HTTP_THROTTLE_ASYNC_UNITS_DELIVERED
+} ngx_http_throttle_async_units_e;
+
+/* Under the zone's lock: Redis's answer replaces the view of each key, plus
+ * what this node charged since the batch left. */
+static void
+ngx_http_throttle_async_apply(ngx_http_throttle_async_round_t *round,
+                              ngx_uint_t first, ngx_uint_t n,
+                              const int64_t *answer, int64_t now) noexcept
+{
+    ngx_uint_t                     i;
+    ngx_http_throttle_node_t      *tn;
+    ngx_http_throttle_async_key_t *k;
+    ngx_http_throttle_zone_t      *zone = round->zone;
+    const throttle::SyncLayout     layout = zone->policy.sync_layout();
+
+    for (i = 0; i < n; i++) {
+        k = &round->keys[first + i];
+        tn = ngx_http_throttle_find_node(zone, k->data, k->len, k->hashed);
+
+        if (tn == NULL) {
+            continue; /* evicted meanwhile; Redis has its units */
+        }
+
+        (void) zone->policy.apply_sync(
+            answer, answer + layout.reply_head + i * layout.reply_per_key,
+            round->sent_at, now, tn->stored);
+    }
+}
+
+/* Under the zone's lock: the keys are due a sync again, with their units
+ * if these are kept; kept units whose key is gone are counted as
+ * dropped. */
+static void
+ngx_http_throttle_async_keep(ngx_http_throttle_async_round_t *round,
+                             ngx_uint_t first, ngx_uint_t n,
+                             ngx_http_throttle_async_units_e units) noexcept
+{
+    bool kept = units == NGX_HTTP_THROTTLE_ASYNC_UNITS_KEPT;
+
+    ngx_uint_t                     i;
+    ngx_http_throttle_node_t      *tn;
+    ngx_http_throttle_async_key_t *k;
+    ngx_http_throttle_zone_t      *zone = round->zone;
+
+    for (i = 0; i < n; i++) {
+        k = &round->keys[first + i];
+        tn = ngx_http_throttle_find_node(zone, k->data, k->len, k->hashed);
+
+        if (tn == NULL) {
+            zone->sh->dropped_units +=
+                kept ? zone->policy.pending_total(k->units) : 0;
+            continue;
+        }
+
+        if (!kept) {
+            ngx_http_throttle_mark_dirty(zone, tn); /* to read the state */
+            continue;
+        }
+
+        tn->stored.pending =
+            zone->policy.merge_pending(k->units, tn->stored.pending);
+
+        if (k->units.units || tn->sync_rounds) {
+            ngx_http_throttle_mark_dirty(zone, tn);
+        }
+    }
+}
+
+/* Reads a sync call's reply into *answer (allocated; the caller frees
+ * it): NULL, or what was wrong. */
+static const char *
+ngx_http_throttle_async_read(ngx_http_throttle_zone_t *zone,
+                             const redisReply *reply, ngx_uint_t n,
+                             int64_t **answer) noexcept
+{
+    throttle::SyncLayout layout = zone->policy.sync_layout();
+    size_t               size = layout.reply_head + n * layout.reply_per_key;
+
+    *answer = (int64_t *) ngx_alloc(size * sizeof(int64_t), ngx_cycle->log);
+    if (*answer == NULL) {
+        return "out of memory";
+    }
+
+    return throttle::decode_sync_reply(reply, size, *answer);
+}
+
+/* An outage is told when it starts and when it ends, not per sync. */
+static void
+ngx_http_throttle_async_report(ngx_http_throttle_zone_t *zone, const char *err,
+                               ngx_uint_t failing, int64_t dropped) noexcept
+{
+    if (err && failing == 0) {
+        ngx_log_error(NGX_LOG_WARN, ngx_cycle->log, 0,
+                      "throttle zone \"%V\": cannot sync with Redis (%s); "
+                      "deciding from the zone alone, and keeping what it "
+                      "charges for a later sync",
+                      &zone->name, err);
+
+    } else if (err == NULL && failing) {
+        ngx_log_error(NGX_LOG_NOTICE, ngx_cycle->log, 0,
+                      "throttle zone \"%V\": in sync with Redis again after "
+                      "%ui failed syncs; %L units were dropped with keys "
+                      "evicted meanwhile",
+                      &zone->name, failing, dropped);
+    }
+}
+
+/* A sync call's reply, or its failure (see ngx_http_throttle_redis_done_pt). */
+static void
+ngx_http_throttle_async_done(void *data, redisReply *reply, const char *err,
+                             bool sent) noexcept
+{
+    ngx_http_throttle_async_call_t  *call;
+    ngx_http_throttle_async_round_t *round;
+    ngx_http_throttle_zone_t        *zone;
+    int64_t                         *answer = NULL;
+    ngx_uint_t                       failing;
+    int64_t                          dropped = 0;
+
+    call = (ngx_http_throttle_async_call_t *) data;
+    round = call->round;
+    zone = round->zone;
+
+    if (reply) {
+        err = ngx_http_throttle_async_read(zone, reply, call->n, &answer);
+    }
+
+    ngx_shmtx_lock(&zone->shpool->mutex);
+
+    failing = zone->sh->failing;
+
+    if (err == NULL) {
+        ngx_http_throttle_async_apply(round, call->first, call->n, answer,
+                                      zone->policy.now_us());
+        dropped = zone->sh->dropped_units;
+        zone->sh->failing = 0;
+        zone->sh->dropped_units = 0;
+
+    } else {
+        /* Units that reached Redis with no answer back may still be
+         * charged there: sending them again would charge them twice and
+         * lock the keys out. Had Redis lost them instead, the nodes would
+         * over-admit that much, once. */
+        ngx_http_throttle_async_keep(
+            round, call->first, call->n,
+            sent && reply == NULL ? NGX_HTTP_THROTTLE_ASYNC_UNITS_DELIVERED
+                                  : NGX_HTTP_THROTTLE_ASYNC_UNITS_KEPT);
+        zone->sh->failing++;
+    }
+
+    ngx_shmtx_unlock(&zone->shpool->mutex);
+
+    ngx_http_throttle_async_report(zone, err, failing, dropped);
+
+    ngx_free(answer);
+    ngx_free(call);
+
+    if (--round->pending == 0) {
+        ngx_http_throttle_async_finish(round);
+    }
+}
+
+/* A call of keys [first, first + n) of the round, in one allocation: their
+ * names as KEYS (hash-tagged by the zone: one slot), and ARGV as the
+ * algorithm lays it out. NULL if out of memory. */
+static ngx_http_throttle_async_call_t *
+ngx_http_throttle_async_call(ngx_http_throttle_async_round_t *round,
+                             ngx_uint_t first, ngx_uint_t n) noexcept
+{
+    u_char                         *p;
+    int64_t                        *argv;
+    ngx_str_t                      *keys;
+    ngx_uint_t                      i, nargv;
+    ngx_http_throttle_async_key_t  *k;
+    ngx_http_throttle_async_call_t *call;
+    ngx_http_throttle_zone_t       *zone = round->zone;
+    ngx_http_throttle_redis_t      *redis = zone->redis;
+    const throttle::SyncLayout      layout = zone->policy.sync_layout();
+
+    nargv = layout.head_args + n * layout.key_args;
+
+    p = (u_char *) ngx_alloc(sizeof(ngx_http_throttle_async_call_t)
+                                 + nargv * sizeof(int64_t)
+                                 + n
+                                     * (sizeof(ngx_str_t)
+                                        + throttle::max_redis_key_len(
+                                            redis->prefix.len, zone->name.len)),
+                             ngx_cycle->log);
+    if (p == NULL) {
+        return NULL;
+    }
+
+    call = (ngx_http_throttle_async_call_t *) p;
+    argv = (int64_t *) (call + 1);
+    keys = (ngx_str_t *) (argv + nargv);
+    p = (u_char *) (keys + n);
+
+    zone->policy.sync_head_args(argv);
+
+    for (i = 0; i < n; i++) {
+        k = &round->keys[first + i];
+
+        zone->policy.sync_key_args(k->units, round->sent_at,
+                                   argv + layout.head_args
+                                       + i * layout.key_args);
+
+        keys[i].data = p;
+        keys[i].len = throttle::format_redis_key(
+            (char *) p, ngx_http_throttle_sv(redis->prefix),
+            ngx_http_throttle_sv(zone->name),
+            throttle::ZoneKey::stored(k->data, k->len, k->hashed),
+            throttle::HashTag::zone);
+        p += keys[i].len;
+    }
+
+    call->round = round;
+    call->first = first;
+    call->n = n;
+    call->eval.script = layout.script;
+    call->eval.keys = keys;
+    call->eval.nkeys = n;
+    call->eval.argv = argv;
+    call->eval.nargv = nargv;
+    call->eval.timeout = ngx_max(redis->timeout, zone->sync_interval);
+
+    return call;
+}
+
+void
+ngx_http_throttle_async_send(ngx_http_throttle_async_round_t *round,
+                             ngx_uint_t first, ngx_uint_t n) noexcept
+{
+    ngx_http_throttle_zone_t       *zone = round->zone;
+    ngx_http_throttle_async_call_t *call;
+
+    call = ngx_http_throttle_async_call(round, first, n);
+
+    if (call == NULL) {
+        ngx_shmtx_lock(&zone->shpool->mutex);
+        ngx_http_throttle_async_keep(round, first, n,
+                                     NGX_HTTP_THROTTLE_ASYNC_UNITS_KEPT);
+        ngx_shmtx_unlock(&zone->shpool->mutex);
+        return;
+    }
+
+    round->pending++;
+
+    if (ngx_http_throttle_redis_eval(zone->redis, &call->eval,
+                                     ngx_http_throttle_async_done, call)
+        == NULL)
+    {
+        /* backing off: as if Redis had failed */
+        ngx_http_throttle_async_done(call, NULL, "Redis is unreachable", false);
+    }
+}
