@@ -22,10 +22,10 @@ typedef struct {
 
 static const ngx_http_throttle_param_t ngx_http_throttle_line_params[] = {
     {"zone=", ngx_http_throttle_param_str,
-     offsetof(ngx_http_throttle_line_args_t, zone)},
+     offsetof(ngx_http_throttle_line_args_t, zone), NULL},
     {"cost=", ngx_http_throttle_param_str,
-     offsetof(ngx_http_throttle_line_args_t, cost)},
-    {NULL, NULL, 0}};
+     offsetof(ngx_http_throttle_line_args_t, cost), NULL},
+    {NULL, NULL, 0, NULL}};
 
 /* cost= is a number, or text with variables evaluated per request. */
 static char *

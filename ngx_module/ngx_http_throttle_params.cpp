@@ -5,6 +5,8 @@
 
 #include "ngx_http_throttle_params.h"
 
+#include "throttle/parse.hpp"
+
 char *
 ngx_http_throttle_invalid(ngx_conf_t *cf, ngx_str_t *arg,
                           const char *why) noexcept
@@ -96,13 +98,55 @@ ngx_http_throttle_param_msec(ngx_conf_t                      *cf,
                              ngx_str_t *arg, ngx_str_t *value,
                              void *conf) noexcept
 {
-    ngx_int_t n = ngx_parse_time(value, 0);
+    static const ngx_http_throttle_param_range_t any = {
+        1, NGX_MAX_INT32_VALUE, "use a time such as 50ms or 1s"};
 
-    if (n == NGX_ERROR || n == 0) {
-        return ngx_http_throttle_invalid(cf, arg,
-                                         "use a time such as 50ms or 1s");
+    const ngx_http_throttle_param_range_t *range = param->post
+        ? (const ngx_http_throttle_param_range_t *) param->post
+        : &any;
+    ngx_int_t                              ms = ngx_parse_time(value, 0);
+
+    if (ms == NGX_ERROR || ms < range->min || ms > range->max) {
+        return ngx_http_throttle_invalid(cf, arg, range->why);
     }
 
-    *(ngx_msec_t *) ((char *) conf + param->offset) = (ngx_msec_t) n;
+    *(ngx_msec_t *) ((char *) conf + param->offset) = (ngx_msec_t) ms;
     return NGX_CONF_OK;
+}
+
+char *
+ngx_http_throttle_param_number(ngx_conf_t                      *cf,
+                               const ngx_http_throttle_param_t *param,
+                               ngx_str_t *arg, ngx_str_t *value,
+                               void *conf) noexcept
+{
+    const ngx_http_throttle_param_range_t *range =
+        (const ngx_http_throttle_param_range_t *) param->post;
+    auto n = throttle::parse_count(ngx_http_throttle_sv(*value), range->max);
+
+    if (!n || *n.value < range->min) {
+        return ngx_http_throttle_invalid(cf, arg, range->why);
+    }
+
+    *(ngx_int_t *) ((char *) conf + param->offset) = (ngx_int_t) *n.value;
+    return NGX_CONF_OK;
+}
+
+char *
+ngx_http_throttle_param_enum(ngx_conf_t                      *cf,
+                             const ngx_http_throttle_param_t *param,
+                             ngx_str_t *arg, ngx_str_t *value,
+                             void *conf) noexcept
+{
+    const ngx_http_throttle_param_enum_t *names =
+        (const ngx_http_throttle_param_enum_t *) param->post;
+
+    for (ngx_conf_enum_t *e = names->values; e->name.len; e++) {
+        if (ngx_http_throttle_str_eq(e->name, *value)) {
+            *(ngx_uint_t *) ((char *) conf + param->offset) = e->value;
+            return NGX_CONF_OK;
+        }
+    }
+
+    return ngx_http_throttle_invalid(cf, arg, names->why);
 }

@@ -28,12 +28,30 @@ struct ngx_http_throttle_param_s {
      * flag */
     const char                    *name;
     ngx_http_throttle_param_set_pt set;
-    /* for the stock setters below: where in "conf" the value goes */
-    size_t offset;
+    /* for the stock setters below: where in "conf" the value goes, and
+     * what it may be (NULL: anything the setter reads) */
+    size_t      offset;
+    const void *post;
 };
 
+/* What ngx_http_throttle_param_number() and _msec() accept, and what to
+ * say of a value out of range. */
+typedef struct {
+    ngx_int_t   min;
+    ngx_int_t   max;
+    const char *why;
+} ngx_http_throttle_param_range_t;
+
+/* What ngx_http_throttle_param_enum() accepts, and what to say of another
+ * value. */
+typedef struct {
+    ngx_conf_enum_t *values; /* ended by an empty name */
+    const char      *why;
+} ngx_http_throttle_param_enum_t;
+
 /* Stock setters: the value as it is (an ngx_str_t), a flag set to 1 (an
- * ngx_flag_t), a time of at least a millisecond (an ngx_msec_t). */
+ * ngx_flag_t), a time (an ngx_msec_t: in a range, or at least 1ms), a
+ * number in a range (an ngx_int_t), one of some names (an ngx_uint_t). */
 char *ngx_http_throttle_param_str(ngx_conf_t                      *cf,
                                   const ngx_http_throttle_param_t *param,
                                   ngx_str_t *arg, ngx_str_t *value,
@@ -43,6 +61,14 @@ char *ngx_http_throttle_param_flag(ngx_conf_t                      *cf,
                                    ngx_str_t *arg, ngx_str_t *value,
                                    void *conf) noexcept;
 char *ngx_http_throttle_param_msec(ngx_conf_t                      *cf,
+                                   const ngx_http_throttle_param_t *param,
+                                   ngx_str_t *arg, ngx_str_t *value,
+                                   void *conf) noexcept;
+char *ngx_http_throttle_param_number(ngx_conf_t                      *cf,
+                                     const ngx_http_throttle_param_t *param,
+                                     ngx_str_t *arg, ngx_str_t *value,
+                                     void *conf) noexcept;
+char *ngx_http_throttle_param_enum(ngx_conf_t                      *cf,
                                    const ngx_http_throttle_param_t *param,
                                    ngx_str_t *arg, ngx_str_t *value,
                                    void *conf) noexcept;

@@ -115,85 +115,51 @@ ngx_http_throttle_redis_server(ngx_conf_t                      *cf,
     return NGX_CONF_OK;
 }
 
-static char *
-ngx_http_throttle_redis_database(ngx_conf_t                      *cf,
-                                 const ngx_http_throttle_param_t *param,
-                                 ngx_str_t *arg, ngx_str_t *v,
-                                 void *conf) noexcept
-{
-    auto n = throttle::parse_count(ngx_http_throttle_sv(*v),
-                                   NGX_HTTP_THROTTLE_REDIS_MAX_DATABASE);
-    if (!n) {
-        return ngx_http_throttle_invalid(cf, arg,
-                                         "the database is a number, 0 or more");
-    }
+static const ngx_http_throttle_param_range_t ngx_http_throttle_redis_databases =
+    {0, NGX_HTTP_THROTTLE_REDIS_MAX_DATABASE,
+     "the database is a number, 0 or more"};
 
-    ((ngx_http_throttle_redis_t *) conf)->database = (ngx_int_t) *n.value;
-    return NGX_CONF_OK;
-}
+static const ngx_http_throttle_param_range_t
+    ngx_http_throttle_redis_keepalives = {1,
+                                          NGX_HTTP_THROTTLE_REDIS_MAX_KEEPALIVE,
+                                          "connections per worker, 1 to 64"};
 
-static char *
-ngx_http_throttle_redis_tls_verify(ngx_conf_t                      *cf,
-                                   const ngx_http_throttle_param_t *param,
-                                   ngx_str_t *arg, ngx_str_t *v,
-                                   void *conf) noexcept
-{
-    ngx_http_throttle_redis_t *backend = (ngx_http_throttle_redis_t *) conf;
-    static ngx_str_t           on = ngx_string("on");
-    static ngx_str_t           off = ngx_string("off");
+static ngx_conf_enum_t ngx_http_throttle_redis_on_off[] = {
+    {ngx_string("on"), 1},
+    {ngx_string("off"), 0},
+    {ngx_null_string, 0}};
 
-    if (ngx_http_throttle_str_eq(*v, on)) {
-        backend->tls_verify = 1;
-
-    } else if (ngx_http_throttle_str_eq(*v, off)) {
-        backend->tls_verify = 0;
-
-    } else {
-        return ngx_http_throttle_invalid(cf, arg, "use on or off");
-    }
-
-    return NGX_CONF_OK;
-}
-
-static char *
-ngx_http_throttle_redis_keepalive(ngx_conf_t                      *cf,
-                                  const ngx_http_throttle_param_t *param,
-                                  ngx_str_t *arg, ngx_str_t *v,
-                                  void *conf) noexcept
-{
-    auto n = throttle::parse_count(ngx_http_throttle_sv(*v),
-                                   NGX_HTTP_THROTTLE_REDIS_MAX_KEEPALIVE);
-    if (!n || *n.value == 0) {
-        return ngx_http_throttle_invalid(cf, arg,
-                                         "connections per worker, 1 to 64");
-    }
-
-    ((ngx_http_throttle_redis_t *) conf)->keepalive = (ngx_uint_t) *n.value;
-    return NGX_CONF_OK;
-}
+static const ngx_http_throttle_param_enum_t ngx_http_throttle_redis_verify = {
+    ngx_http_throttle_redis_on_off, "use on or off"};
 
 static const ngx_http_throttle_param_t ngx_http_throttle_redis_params[] = {
-    {"server=", ngx_http_throttle_redis_server, 0},
+    {"server=", ngx_http_throttle_redis_server, 0, NULL},
     {"password=", ngx_http_throttle_param_str,
-     offsetof(ngx_http_throttle_redis_t, password)},
+     offsetof(ngx_http_throttle_redis_t, password), NULL},
     {"username=", ngx_http_throttle_param_str,
-     offsetof(ngx_http_throttle_redis_t, username)},
-    {"database=", ngx_http_throttle_redis_database, 0},
+     offsetof(ngx_http_throttle_redis_t, username), NULL},
+    {"database=", ngx_http_throttle_param_number,
+     offsetof(ngx_http_throttle_redis_t, database),
+     &ngx_http_throttle_redis_databases},
     {"tls", ngx_http_throttle_param_flag,
-     offsetof(ngx_http_throttle_redis_t, tls)},
-    {"tls_verify=", ngx_http_throttle_redis_tls_verify, 0},
+     offsetof(ngx_http_throttle_redis_t, tls), NULL},
+    {"tls_verify=", ngx_http_throttle_param_enum,
+     offsetof(ngx_http_throttle_redis_t, tls_verify),
+     &ngx_http_throttle_redis_verify},
     {"tls_trusted_certificate=", ngx_http_throttle_param_str,
-     offsetof(ngx_http_throttle_redis_t, tls_trusted_certificate)},
+     offsetof(ngx_http_throttle_redis_t, tls_trusted_certificate), NULL},
     {"tls_name=", ngx_http_throttle_param_str,
-     offsetof(ngx_http_throttle_redis_t, tls_name)},
+     offsetof(ngx_http_throttle_redis_t, tls_name), NULL},
     {"connect_timeout=", ngx_http_throttle_param_msec,
-     offsetof(ngx_http_throttle_redis_t, connect_timeout)},
+     offsetof(ngx_http_throttle_redis_t, connect_timeout), NULL},
     {"timeout=", ngx_http_throttle_param_msec,
-     offsetof(ngx_http_throttle_redis_t, timeout)},
-    {"keepalive=", ngx_http_throttle_redis_keepalive, 0},
+     offsetof(ngx_http_throttle_redis_t, timeout), NULL},
+    {"keepalive=", ngx_http_throttle_param_number,
+     offsetof(ngx_http_throttle_redis_t, keepalive),
+     &ngx_http_throttle_redis_keepalives},
     {"prefix=", ngx_http_throttle_param_str,
-     offsetof(ngx_http_throttle_redis_t, prefix)},
-    {NULL, NULL, 0}};
+     offsetof(ngx_http_throttle_redis_t, prefix), NULL},
+    {NULL, NULL, 0, NULL}};
 
 /* What the parameters must say together, the defaults of those not given,
  * and TLS's setup. */

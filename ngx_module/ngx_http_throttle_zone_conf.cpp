@@ -14,7 +14,6 @@
 #include "throttle/parse.hpp"
 
 #include <new>
-#include <optional>
 
 /* Nothing smaller holds the slab pool's own pages and a useful tree. */
 #define NGX_HTTP_THROTTLE_MIN_ZONE_PAGES 8
@@ -24,11 +23,14 @@
 
 /* throttle_zone's parameters, while they are read. */
 typedef struct {
-    ngx_http_throttle_zone_t     *zone;
-    throttle::ZoneParams          params;
-    std::optional<throttle::Mode> mode; /* sync= */
-    ngx_str_t                     name; /* of zone= */
-    ssize_t                       size;
+    ngx_http_complex_value_t key;
+    throttle::ZoneParams     params;  /* rate=, burst=, algorithm= */
+    ngx_str_t                name;    /* of zone= */
+    ssize_t                  size;    /* of zone= */
+    ngx_int_t                log_max; /* NGX_CONF_UNSET: not given */
+    ngx_str_t                redis_name;
+    ngx_uint_t               mode; /* sync=, a throttle::Mode */
+    ngx_msec_t               sync_interval;
 } ngx_http_throttle_zone_args_t;
 
 static char *
@@ -136,91 +138,51 @@ ngx_http_throttle_zone_algorithm(ngx_conf_t                      *cf,
 }
 
 static char *
-ngx_http_throttle_zone_log_max(ngx_conf_t                      *cf,
-                               const ngx_http_throttle_param_t *param,
-                               ngx_str_t *arg, ngx_str_t *v,
-                               void *conf) noexcept
-{
-    ngx_http_throttle_zone_args_t *za = (ngx_http_throttle_zone_args_t *) conf;
-    u_char                         why[64];
-    auto                           parsed =
-        throttle::parse_count(ngx_http_throttle_sv(*v), throttle::kMaxLogMax);
-
-    if (!parsed || *parsed.value == 0) {
-        ngx_sprintf(why, "use a number from 1 to %L%Z", throttle::kMaxLogMax);
-        return ngx_http_throttle_invalid(cf, arg, (const char *) why);
-    }
-
-    za->params.log_max = *parsed.value;
-    return NGX_CONF_OK;
-}
-
-static char *
 ngx_http_throttle_zone_redis(ngx_conf_t                      *cf,
                              const ngx_http_throttle_param_t *param,
                              ngx_str_t *arg, ngx_str_t *v, void *conf) noexcept
 {
-    ngx_http_throttle_zone_args_t *za = (ngx_http_throttle_zone_args_t *) conf;
-
     if (v->len == 0) {
         return ngx_http_throttle_invalid(cf, arg, "name a \"throttle_redis\"");
     }
 
-    za->zone->redis_name = *v;
+    ((ngx_http_throttle_zone_args_t *) conf)->redis_name = *v;
     return NGX_CONF_OK;
 }
 
-static char *
-ngx_http_throttle_zone_sync(ngx_conf_t                      *cf,
-                            const ngx_http_throttle_param_t *param,
-                            ngx_str_t *arg, ngx_str_t *v, void *conf) noexcept
-{
-    ngx_http_throttle_zone_args_t *za = (ngx_http_throttle_zone_args_t *) conf;
-    static ngx_str_t               strict = ngx_string("strict");
-    static ngx_str_t               async = ngx_string("async");
+static const ngx_http_throttle_param_range_t ngx_http_throttle_log_max_range = {
+    1, throttle::kMaxLogMax, "use a number from 1 to 100000"};
 
-    if (ngx_http_throttle_str_eq(*v, strict)) {
-        za->mode = throttle::Mode::strict;
+static_assert(throttle::kMaxLogMax == 100000, "the message above says it");
 
-    } else if (ngx_http_throttle_str_eq(*v, async)) {
-        za->mode = throttle::Mode::async;
+static ngx_conf_enum_t ngx_http_throttle_sync_modes[] = {
+    {ngx_string("strict"), (ngx_uint_t) throttle::Mode::strict},
+    {ngx_string("async"), (ngx_uint_t) throttle::Mode::async},
+    {ngx_null_string, 0}};
 
-    } else {
-        return ngx_http_throttle_invalid(cf, arg,
-                                         "use sync=strict or sync=async");
-    }
+static const ngx_http_throttle_param_enum_t ngx_http_throttle_sync_names = {
+    ngx_http_throttle_sync_modes, "use sync=strict or sync=async"};
 
-    return NGX_CONF_OK;
-}
-
-static char *
-ngx_http_throttle_zone_sync_interval(ngx_conf_t                      *cf,
-                                     const ngx_http_throttle_param_t *param,
-                                     ngx_str_t *arg, ngx_str_t *v,
-                                     void *conf) noexcept
-{
-    ngx_http_throttle_zone_args_t *za = (ngx_http_throttle_zone_args_t *) conf;
-    ngx_int_t                      ms = ngx_parse_time(v, 0);
-
-    if (ms == NGX_ERROR || ms < 10 || ms > 60000) {
-        return ngx_http_throttle_invalid(cf, arg,
-                                         "use a time from 10ms to 60s");
-    }
-
-    za->zone->sync_interval = (ngx_msec_t) ms;
-    return NGX_CONF_OK;
-}
+static const ngx_http_throttle_param_range_t
+    ngx_http_throttle_sync_interval_range = {10, 60000,
+                                             "use a time from 10ms to 60s"};
 
 static const ngx_http_throttle_param_t ngx_http_throttle_zone_params[] = {
-    {"zone=", ngx_http_throttle_zone_size, 0},
-    {"rate=", ngx_http_throttle_zone_rate, 0},
-    {"burst=", ngx_http_throttle_zone_burst, 0},
-    {"algorithm=", ngx_http_throttle_zone_algorithm, 0},
-    {"log_max=", ngx_http_throttle_zone_log_max, 0},
-    {"redis=", ngx_http_throttle_zone_redis, 0},
-    {"sync=", ngx_http_throttle_zone_sync, 0},
-    {"sync_interval=", ngx_http_throttle_zone_sync_interval, 0},
-    {NULL, NULL, 0}};
+    {"zone=", ngx_http_throttle_zone_size, 0, NULL},
+    {"rate=", ngx_http_throttle_zone_rate, 0, NULL},
+    {"burst=", ngx_http_throttle_zone_burst, 0, NULL},
+    {"algorithm=", ngx_http_throttle_zone_algorithm, 0, NULL},
+    {"log_max=", ngx_http_throttle_param_number,
+     offsetof(ngx_http_throttle_zone_args_t, log_max),
+     &ngx_http_throttle_log_max_range},
+    {"redis=", ngx_http_throttle_zone_redis, 0, NULL},
+    {"sync=", ngx_http_throttle_param_enum,
+     offsetof(ngx_http_throttle_zone_args_t, mode),
+     &ngx_http_throttle_sync_names},
+    {"sync_interval=", ngx_http_throttle_param_msec,
+     offsetof(ngx_http_throttle_zone_args_t, sync_interval),
+     &ngx_http_throttle_sync_interval_range},
+    {NULL, NULL, 0, NULL}};
 
 /* What the parameters must say together: a name and a rate; sync= only
  * with redis=, sync_interval= only with sync=async. Where the state lives
@@ -229,8 +191,6 @@ static char *
 ngx_http_throttle_zone_where(ngx_conf_t                    *cf,
                              ngx_http_throttle_zone_args_t *za) noexcept
 {
-    ngx_http_throttle_zone_t *zone = za->zone;
-
     if (za->name.len == 0) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "\"throttle_zone\" must have \"zone=name:size\" "
@@ -238,7 +198,7 @@ ngx_http_throttle_zone_where(ngx_conf_t                    *cf,
         return (char *) NGX_CONF_ERROR;
     }
 
-    if (za->mode && zone->redis_name.len == 0) {
+    if (za->mode != NGX_CONF_UNSET_UINT && za->redis_name.len == 0) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "\"throttle_zone\" \"%V\": \"sync=\" needs "
                            "\"redis=\"",
@@ -246,7 +206,9 @@ ngx_http_throttle_zone_where(ngx_conf_t                    *cf,
         return (char *) NGX_CONF_ERROR;
     }
 
-    if (zone->sync_interval && za->mode != throttle::Mode::async) {
+    if (za->sync_interval != NGX_CONF_UNSET_MSEC
+        && za->mode != (ngx_uint_t) throttle::Mode::async)
+    {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "\"throttle_zone\" \"%V\": \"sync_interval=\" "
                            "needs \"sync=async\"",
@@ -262,28 +224,33 @@ ngx_http_throttle_zone_where(ngx_conf_t                    *cf,
         return (char *) NGX_CONF_ERROR;
     }
 
-    if (zone->redis_name.len) {
-        za->params.mode = za->mode.value_or(throttle::Mode::strict);
+    if (za->redis_name.len) {
+        ngx_conf_init_uint_value(za->mode, (ngx_uint_t) throttle::Mode::strict);
+        za->params.mode = (throttle::Mode) za->mode;
     }
 
+    ngx_conf_init_msec_value(za->sync_interval,
+                             NGX_HTTP_THROTTLE_SYNC_INTERVAL);
+
     if (za->params.mode == throttle::Mode::async) {
-        if (zone->sync_interval == 0) {
-            zone->sync_interval = NGX_HTTP_THROTTLE_SYNC_INTERVAL;
-        }
-        za->params.sync_interval_us = (int64_t) zone->sync_interval * 1000;
+        za->params.sync_interval_us = (int64_t) za->sync_interval * 1000;
+    }
+
+    if (za->log_max != NGX_CONF_UNSET) {
+        za->params.log_max = za->log_max;
     }
 
     return NGX_CONF_OK;
 }
 
-/* Adds the zone's shared memory, after the checks whose messages say
- * which directive is at fault (ngx_shared_memory_add()'s would not). */
+/* The zone, with its shared memory added after the checks whose messages
+ * say which directive is at fault (ngx_shared_memory_add()'s would not). */
 static char *
-ngx_http_throttle_zone_add(ngx_conf_t                    *cf,
-                           ngx_http_throttle_zone_args_t *za) noexcept
+ngx_http_throttle_zone_add(ngx_conf_t *cf, ngx_http_throttle_zone_args_t *za,
+                           const throttle::Policy &policy) noexcept
 {
     ngx_shm_zone_t                *shm_zone;
-    ngx_http_throttle_zone_t      *zone = za->zone, *other, **slot;
+    ngx_http_throttle_zone_t      *zone, *other, **slot;
     ngx_http_throttle_main_conf_t *tmcf;
 
     tmcf = (ngx_http_throttle_main_conf_t *) ngx_http_conf_get_module_main_conf(
@@ -305,14 +272,20 @@ ngx_http_throttle_zone_add(ngx_conf_t                    *cf,
         return (char *) NGX_CONF_ERROR;
     }
 
+    zone = (ngx_http_throttle_zone_t *) ngx_palloc(
+        cf->pool, sizeof(ngx_http_throttle_zone_t));
     slot = (ngx_http_throttle_zone_t **) ngx_array_push(&tmcf->zones);
-    if (slot == NULL) {
+    if (zone == NULL || slot == NULL) {
         return (char *) NGX_CONF_ERROR;
     }
 
-    *slot = zone;
+    *slot = new (zone) ngx_http_throttle_zone_t();
     zone->name = shm_zone->shm.name;
+    zone->key = za->key;
+    zone->policy = policy;
     zone->shm_zone = shm_zone;
+    zone->sync_interval = za->sync_interval;
+    zone->redis_name = za->redis_name;
     zone->file = cf->conf_file->file.name;
     zone->line = cf->conf_file->line;
 
@@ -327,31 +300,25 @@ ngx_http_throttle_zone_directive(ngx_conf_t *cf, ngx_command_t *cmd,
                                  void *conf) noexcept
 {
     ngx_str_t                       *value = (ngx_str_t *) cf->args->elts;
-    ngx_http_throttle_zone_t        *zone;
     ngx_http_throttle_zone_args_t    za;
     ngx_http_compile_complex_value_t ccv;
     throttle::Message                why;
 
-    zone = (ngx_http_throttle_zone_t *) ngx_palloc(
-        cf->pool, sizeof(ngx_http_throttle_zone_t));
-    if (zone == NULL) {
-        return (char *) NGX_CONF_ERROR;
-    }
-
-    new (zone) ngx_http_throttle_zone_t();
-
     ngx_memzero(&ccv, sizeof(ngx_http_compile_complex_value_t));
     ccv.cf = cf;
     ccv.value = &value[1];
-    ccv.complex_value = &zone->key;
+    ccv.complex_value = &za.key;
 
     if (ngx_http_compile_complex_value(&ccv) != NGX_OK) {
         return (char *) NGX_CONF_ERROR;
     }
 
-    za.zone = zone;
-    za.size = 0;
     ngx_str_null(&za.name);
+    ngx_str_null(&za.redis_name);
+    za.size = 0;
+    za.log_max = NGX_CONF_UNSET;
+    za.mode = NGX_CONF_UNSET_UINT;
+    za.sync_interval = NGX_CONF_UNSET_MSEC;
 
     if (ngx_http_throttle_parse_params(cf, 2, ngx_http_throttle_zone_params,
                                        &za)
@@ -368,7 +335,5 @@ ngx_http_throttle_zone_directive(ngx_conf_t *cf, ngx_command_t *cmd,
         return (char *) NGX_CONF_ERROR;
     }
 
-    zone->policy = *policy.value;
-
-    return ngx_http_throttle_zone_add(cf, &za);
+    return ngx_http_throttle_zone_add(cf, &za, *policy.value);
 }
