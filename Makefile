@@ -123,7 +123,7 @@ accuracy:
 
 format:
 	clang-format -i src/throttle/*.[ch]pp ngx_module/*.cpp ngx_module/*.h \
-	    t/unit/*.cpp
+	    t/unit/*.cpp t/unit/*.hpp
 
 clean:
 	rm -rf $(BUILD)
