@@ -5,7 +5,8 @@
 #   make test    install what is missing, build, run every test
 #   make bench   throughput and latency with wrk, as ratios; writes
 #                docs/performance.md
-#   make accuracy  how exactly each mode holds a limit across two nginx
+#   make accuracy  how exactly each mode holds a limit across two nginx;
+#                writes docs/accuracy.md and docs/accuracy.png
 
 SHELL       := /bin/bash
 NGINX_SRC   ?= /usr/share/nginx/src
