@@ -3,8 +3,10 @@
 #   make demo    build, start nginx with the module on 127.0.0.1:8080, show
 #                requests passing then being limited
 #   make test    install what is missing, build, run every test
-#   make bench   throughput and latency with wrk, as ratios
-#   make accuracy  how exactly each mode holds a limit across two nginx
+#   make bench   throughput and latency with wrk, as ratios; writes
+#                docs/performance.md
+#   make accuracy  how exactly each mode holds a limit across two nginx;
+#                writes docs/accuracy.md and docs/accuracy.png
 
 SHELL       := /bin/bash
 NGINX_SRC   ?= /usr/share/nginx/src
@@ -103,6 +105,7 @@ demo-stop:
 # distinct keys: a write per key and sync, about one command a request;
 # strict sliding_log: five calls on a large sorted set against GCRA's
 # three), and with Redis on a CPU of its own, as on a host of its own.
+# Each pass writes its own section of docs/performance.md.
 REDIS_APART := throttle_pass_distinct async_pass_distinct strict_pass \
                strict_fixed_window_pass strict_sliding_window_pass \
                strict_sliding_log_pass

@@ -1,11 +1,21 @@
 #!/usr/bin/env python3
-"""Aggregates bench/run.sh's measurements into a table (stdout) and a
-Markdown file: medians over rounds, ratios to the same round's baseline,
-Redis commands per request for the Redis-backed rows (strict and async),
-and the issues' targets for them."""
+"""Aggregates bench/run.sh's measurements: medians over rounds, ratios to
+the same round's baseline, Redis commands per request for the Redis-backed
+rows (strict and async), the project's targets for some of them, and the
+keys a zone holds per MiB.
+
+Writes a table on stdout and build/bench's results.md (each target with
+"met" or "NOT met", for whoever runs the bench), and, with --docs, this
+layout's section of docs/performance.md: the same figures with the
+targets stated plainly, under a fixed text that says how to read them. The
+file holds one section per CPU layout (--section); a run replaces its own
+section and keeps the other's, so the file's structure does not depend on
+which pass ran last."""
 
 import argparse
 import json
+import os
+import re
 import statistics
 
 BASELINE = "none"
@@ -39,7 +49,7 @@ NOTES = {
     "strict_sliding_log_pass": "as strict_pass, algorithm=sliding_log "
                                "(a sorted set of 100,000 members)",
 }
-# Every algorithm against GCRA in the same mode (issue 5's target)
+# Every algorithm against GCRA in the same mode (a target: at least 0.9)
 ALGORITHM_PAIRS = [
     ("fixed_window_pass", "throttle_pass"),
     ("sliding_window_pass", "throttle_pass"),
@@ -82,11 +92,11 @@ PAIRS = [
      "local: distinct keys with the wrk Lua script vs one key without"),
 ]
 DENSITY_TARGET = 8000
-# The issue's targets for strict mode (2 cores shared by wrk, nginx, Redis)
+# The targets for strict mode (set for 2 CPUs shared by wrk, nginx, Redis)
 STRICT_PASS_RATIO = 0.5      # strict_pass >= 0.5 x throttle_pass
 STRICT_REJECT_RATIO = 0.9    # strict_reject >= 0.9 x throttle_reject
 STRICT_REJECT_CMDS = 0.01    # Redis commands per rejected request, at most
-# The issue's targets for async mode
+# The targets for async mode
 ASYNC_PASS_RATIO = 0.9       # async passing >= 0.9 x local passing
 ASYNC_HOT_CMDS = 0.02        # Redis commands per request, hot keys, at most
 SYNC_INTERVAL_MS = 100       # the async zones' sync_interval in nginx.conf.in
@@ -165,8 +175,18 @@ def table(headers, rows, aligns):
     return "\n".join(text), "\n".join(md)
 
 
-def met(ok):
-    return "met" if ok else "NOT met"
+# A target is (sentence, ok): the sentence states the figure and ends with
+# the target ("..., target >= 0.5"); ok says whether the figure meets it.
+# with_verdict() is for whoever runs the bench, plain() for the docs.
+
+
+def with_verdict(target):
+    sentence, ok = target
+    return "%s: %s" % (sentence, "met" if ok else "NOT met")
+
+
+def plain(target):
+    return target[0] + "."
 
 
 def round_ratios(runs, num, den):
@@ -176,15 +196,31 @@ def round_ratios(runs, num, den):
                      for r in rounds if runs[den][r]["rps"] > 0)
 
 
+def ratio_target(runs, num, den, minimum, note=""):
+    """num / den's median ratio against its minimum, or None if either was
+    not measured."""
+    x = ratio(runs, num, den)
+    if x is None:
+        return None
+    return ("%s / %s = %.3f (rounds: %s%s), target >= %.1f"
+            % (num, den, x, round_ratios(runs, num, den),
+               "; " + note if note else "", minimum), x >= minimum)
+
+
+def non2xx_target(runs, config, why):
+    rs = runs[config].values()
+    non2xx = sum(r["non2xx"] for r in rs)
+    return ("%s: %d non-2xx of %d (%s), target 0"
+            % (config, non2xx, sum(r["requests"] for r in rs), why),
+            non2xx == 0)
+
+
 def strict_targets(runs, connections):
-    """The issue's targets for the strict rows, one sentence each."""
+    """The project's targets for the strict rows."""
     out = []
-    x = ratio(runs, "strict_pass", "throttle_pass")
-    if x is not None:
-        out.append("strict_pass / throttle_pass = %.3f (rounds: %s), "
-                   "target >= %.1f: %s"
-                   % (x, round_ratios(runs, "strict_pass", "throttle_pass"),
-                      STRICT_PASS_RATIO, met(x >= STRICT_PASS_RATIO)))
+    t = ratio_target(runs, "strict_pass", "throttle_pass", STRICT_PASS_RATIO)
+    if t:
+        out.append(t)
     redis = redis_totals(runs, "strict_pass")
     if redis:
         scripts, cmds, other, requests, _ = redis
@@ -193,44 +229,40 @@ def strict_targets(runs, connections):
         # is not counted by wrk: at most one per connection and run
         slack = connections * nruns
         excess = scripts - requests
-        ok = 0 <= excess <= slack and other == 0
-        non2xx = sum(r["non2xx"] for r in runs["strict_pass"].values())
-        out.append(
+        out.append((
             "strict_pass: %s EVALSHA/EVAL per request (%d for %d requests: "
             "%+d, where up to %d requests in flight when wrk stops may "
-            "count; %d other commands), target exactly 1: %s"
+            "count; %d other commands), target exactly 1"
             % (per_request(scripts, requests), scripts, requests, excess,
-               slack, other, met(ok)))
-        out.append("strict_pass: %d non-2xx (a request Redis did not decide "
-                   "is denied there), target 0: %s" % (non2xx,
-                                                       met(non2xx == 0)))
-    x = ratio(runs, "strict_reject", "throttle_reject")
-    if x is not None:
-        out.append("strict_reject / throttle_reject = %.3f (rounds: %s), "
-                   "target >= %.1f: %s"
-                   % (x, round_ratios(runs, "strict_reject",
-                                      "throttle_reject"),
-                      STRICT_REJECT_RATIO, met(x >= STRICT_REJECT_RATIO)))
+               slack, other), 0 <= excess <= slack and other == 0))
+        out.append(non2xx_target(runs, "strict_pass",
+                                 "a request Redis did not decide is denied "
+                                 "there"))
+    t = ratio_target(runs, "strict_reject", "throttle_reject",
+                     STRICT_REJECT_RATIO)
+    if t:
+        out.append(t)
     redis = redis_totals(runs, "strict_reject")
     if redis:
         scripts, cmds, other, requests, _ = redis
         rs = runs["strict_reject"].values()
         passed = sum(r["requests"] - r["non2xx"] for r in rs)
-        ok = requests > 0 and cmds / requests <= STRICT_REJECT_CMDS
-        out.append(
+        out.append((
             "strict_reject: %s Redis commands per request (%d commands, %d "
-            "of them EVALSHA/EVAL, for %d requests), target <= %.2f: %s"
+            "of them EVALSHA/EVAL, for %d requests), target <= %.2f"
             % (per_request(cmds, requests), cmds, scripts, requests,
-               STRICT_REJECT_CMDS, met(ok)))
-        out.append("strict_reject: %d responses were not rejections (a "
-                   "request Redis did not decide passes there), target 0: %s"
-                   % (passed, met(passed == 0)))
+               STRICT_REJECT_CMDS),
+            requests > 0 and cmds / requests <= STRICT_REJECT_CMDS))
+        out.append((
+            "strict_reject: %d responses were not rejections (a request "
+            "Redis did not decide passes there), target 0" % passed,
+            passed == 0))
     return out
 
 
 def async_targets(runs, duration):
-    """The issue's targets for the async rows, and what their syncs cost,
-    one sentence each."""
+    """The project's targets for the async rows, and what their syncs
+    cost."""
     out = []
     for num, den, what in [
             ("async_pass_hot", "throttle_pass_hot", "same requests"),
@@ -240,77 +272,237 @@ def async_targets(runs, duration):
              "not like for like: one key, no wrk script"),
             ("async_pass_distinct", "throttle_pass",
              "not like for like: one key, no wrk script")]:
-        x = ratio(runs, num, den)
-        if x is None:
-            continue
-        out.append("%s / %s = %.3f (rounds: %s; %s), target >= %.1f: %s"
-                   % (num, den, x, round_ratios(runs, num, den), what,
-                      ASYNC_PASS_RATIO, met(x >= ASYNC_PASS_RATIO)))
+        t = ratio_target(runs, num, den, ASYNC_PASS_RATIO, what)
+        if t:
+            out.append(t)
     redis = redis_totals(runs, "async_pass_hot")
     if redis:
         scripts, cmds, other, requests, _ = redis
-        ok = requests > 0 and cmds / requests <= ASYNC_HOT_CMDS
-        ok_sent = requests > 0 and scripts / requests <= ASYNC_HOT_CMDS
         seconds = len(runs["async_pass_hot"]) * duration
         # a sync writes each hot key once: 100 keys every 100 ms is 1000 a
         # second whatever the load, so per request it falls as load grows
         per_second = (", %.0f per second of wrk, whatever the load"
                       % (cmds / seconds) if seconds else "")
-        out.append(
+        out.append((
             "async_pass_hot: %s Redis commands per request (all commands "
-            "Redis processed: %d, for %d requests%s), target <= %.2f: %s; "
-            "counting only the commands nginx sends (EVALSHA/EVAL: %d): "
-            "%s per request: %s"
+            "Redis processed: %d, for %d requests%s), target <= %.2f"
             % (per_request(cmds, requests), cmds, requests, per_second,
-               ASYNC_HOT_CMDS, met(ok), scripts,
-               per_request(scripts, requests), met(ok_sent)))
+               ASYNC_HOT_CMDS),
+            requests > 0 and cmds / requests <= ASYNC_HOT_CMDS))
+        out.append((
+            "async_pass_hot: %s EVALSHA/EVAL per request (the commands "
+            "nginx sends: %d), target <= %.2f"
+            % (per_request(scripts, requests), scripts, ASYNC_HOT_CMDS),
+            requests > 0 and scripts / requests <= ASYNC_HOT_CMDS))
     for c in ("async_pass_hot", "async_pass_distinct"):
         redis = redis_totals(runs, c)
         if not redis:
             continue
         scripts, cmds, other, requests, gets = redis
-        rs = runs[c].values()
-        seconds = len(rs) * duration if duration else 0
-        keys = ""  # gcra_sync.lua's calls per key vary (see the note above)
-        rate = ("%.1f EVALSHA/EVAL per second of wrk (the syncs after "
-                "each run included; one a sync of up to 500 keys every "
-                "%d ms is %.0f per second), "
+        seconds = len(runs[c]) * duration if duration else 0
+        rate = ("; %.1f EVALSHA/EVAL per second of wrk (the syncs after "
+                "each run included; one sync of up to 500 keys every "
+                "%d ms is %.0f per second)"
                 % (scripts / seconds, SYNC_INTERVAL_MS,
                    1000 / SYNC_INTERVAL_MS) if seconds else "")
-        out.append("%s: %s EVALSHA/EVAL and %s Redis commands per request; "
-                   "%s%s%d other commands (target 0: %s)"
-                   % (c, per_request(scripts, requests),
-                      per_request(cmds, requests), rate, keys, other,
-                      met(other == 0)))
+        out.append(("%s: %s EVALSHA/EVAL and %s Redis commands per "
+                    "request%s; %d other commands, target 0"
+                    % (c, per_request(scripts, requests),
+                       per_request(cmds, requests), rate, other),
+                    other == 0))
     for c in ("throttle_pass_hot", "async_pass_hot",
               "throttle_pass_distinct", "async_pass_distinct"):
-        if c not in runs:
-            continue
-        rs = runs[c].values()
-        non2xx = sum(r["non2xx"] for r in rs)
-        out.append("%s: %d non-2xx of %d (always passing; a request the "
-                   "zone cannot hold is denied), target 0: %s"
-                   % (c, non2xx, sum(r["requests"] for r in rs),
-                      met(non2xx == 0)))
+        if c in runs:
+            out.append(non2xx_target(runs, c,
+                                     "always passing; a request the zone "
+                                     "cannot hold is denied"))
     return out
 
 
 def algorithm_targets(runs):
-    """Issue 5's target: every algorithm at least 0.9 x GCRA's throughput
-    in the same mode, one sentence each."""
+    """Every algorithm at least 0.9 x GCRA's throughput in the same mode,
+    and always passing."""
     out = []
     for num, den in ALGORITHM_PAIRS:
-        x = ratio(runs, num, den)
-        if x is None:
+        t = ratio_target(runs, num, den, ALGORITHM_RATIO)
+        if t is None:
             continue
-        out.append("%s / %s = %.3f (rounds: %s), target >= %.1f: %s"
-                   % (num, den, x, round_ratios(runs, num, den),
-                      ALGORITHM_RATIO, met(x >= ALGORITHM_RATIO)))
+        out.append(t)
         non2xx = sum(r["non2xx"] for r in runs[num].values())
         if non2xx:
-            out.append("%s: %d non-2xx (always passing), target 0: NOT met"
-                       % (num, non2xx))
+            why = ("always passing; a request Redis did not decide is "
+                   "denied there" if num.startswith("strict_")
+                   else "always passing")
+            out.append(non2xx_target(runs, num, why))
     return out
+
+
+# --- docs/performance.md ------------------------------------------------------
+
+# The sections of docs/performance.md, in their order: --section's value,
+# the heading, and what the section is (fixed text, before the figures).
+SECTIONS = [
+    ("shared", "All CPUs shared",
+     "The full `make bench`: every configuration, with wrk, nginx and Redis "
+     "sharing the machine's CPUs. Redis's CPU time is taken from nginx's, "
+     "as when Redis runs on the same host as nginx."),
+    ("redis-apart", "Redis on a CPU of its own",
+     "The second pass of `make bench` (`BENCH_LAYOUT=redis-apart`): only "
+     "the rows whose Redis works hardest, with Redis pinned to the last CPU "
+     "and nginx's workers and wrk sharing the others, as when Redis runs on "
+     "a host of its own. nginx has one CPU fewer, so req/s are lower than "
+     "in the section above and \"vs none\" is not measured (\"-\"): compare "
+     "the ratios, not the req/s."),
+]
+BEGIN = "<!-- bench section %s: written by bench/report.py -->"
+END = "<!-- end of bench section %s -->"
+
+DOC_HEAD = """\
+# Performance
+
+Written by `make bench` (`bench/run.sh`, then `bench/report.py`); do not
+edit by hand. Each section below says which run produced it. The
+[README](../README.md#performance) has a summary.
+
+## How to read the tables
+
+**The setup.** One nginx (2 workers) with the module and one Redis run on
+the same machine. Each *configuration* is a location of
+`bench/nginx.conf.in` serving the same small static file. wrk sends
+requests to one location at a time over loopback, for a few seconds, with
+keep-alive. The configurations run in rounds: every round runs each of
+them once, and every other round runs them in reverse order, so that a
+slow moment of the machine weighs on all of them alike.
+
+**The rows.** The name of a configuration says what limits it:
+
+- `none` serves the file with no limiting; `limit_req` uses nginx's own
+  `limit_req`, set so that every request passes.
+- `throttle_*` rows use a local zone; `strict_*` rows ask Redis for every
+  decision; `async_*` rows decide locally and sync with Redis every
+  100 ms. See [modes.md](modes.md).
+- `*_pass` rows have a limit so high that every request passes, so they
+  measure what a decision costs. `*_reject` rows reject every request
+  (a 429 without reading the file).
+- `*_hot` and `*_distinct` rows take the key from `?k=`, which wrk's
+  `bench/keys.lua` cycles over 100 (hot) or 100,000 (distinct) values;
+  every async row has a local row with the very same requests.
+- `fixed_window_*`, `sliding_window_*` and `sliding_log_*` rows use that
+  algorithm; the others use GCRA. See [algorithms.md](algorithms.md).
+
+**The columns.** *req/s* and *p99 ms* are medians over the rounds.
+*vs none* is the row's req/s divided by `none`'s in the same round (the
+median of those per-round ratios). *non-2xx / requests* should be 0 for
+the `*_pass` rows and everything for the `*_reject` rows. The strict and
+keyed rows deny a request that could not be decided
+(`throttle_on_error deny`), so a Redis timeout shows up there; Setup gives
+the number of lines in nginx's error log and its first errors. *Redis
+scripts/req* counts the EVALSHA/EVAL commands nginx sends (its round
+trips to Redis); *Redis cmds/req* counts every command Redis ran,
+including the calls inside each script (listed under each table).
+
+**The ratios.** A ratio such as `strict_pass / throttle_pass` compares
+two configurations measured in the same round, and the table gives the
+median over the rounds. On the 2-CPU virtual machine these figures come
+from, the per-round ratios of one pair spread by 10 to 25% (the Targets
+lists show each round's), so differences of a few percent between two
+medians are noise.
+
+**The two CPU layouts.** In the first section wrk, nginx and Redis share
+all CPUs: work Redis does is CPU taken from nginx. The second section runs
+the rows whose Redis works hardest again with Redis on a CPU of its own:
+what is left is nginx's own cost of a mode or an algorithm.
+
+**Targets.** The project set targets for some figures (for example strict
+passing at least half as fast as local passing, on shared CPUs). Each is
+listed with the measured figure and each round's value; a figure that
+falls short is shown as measured, like the others.
+
+**Keys per MiB.** How many distinct 16-byte keys a zone of a given size
+holds before it must evict one, for this module and for `limit_req`.
+
+**Why the Redis-backed rows cost what they do.**
+
+- Strict mode makes one round trip per admitted request, and none per
+  rejected one: the zone remembers Redis's rejections (the denial cache).
+- Async mode with hot keys sends one EVALSHA per zone, interval and 500
+  keys; inside it Redis writes each key once. That is a cost per second,
+  not per request, so per request it falls as the load grows.
+- Async mode with distinct keys must still record every key in Redis (a
+  unit Redis never records would let the nginx together exceed the limit
+  without bound): one `SET ... GET` per key and sync, so Redis runs about
+  one command per request, and the zone holds each key until it is synced.
+  When Redis shares the CPUs, that work is taken from nginx.
+- `sliding_log` in strict mode runs five calls on a sorted set of up to
+  `limit` members, against GCRA's three calls on a string.
+
+**Running it.** `make bench` runs `bench/run.sh` twice, once per layout.
+Its knobs (`BENCH_ROUNDS`, `BENCH_DURATION`, `BENCH_CONFIGS`, the CPU
+pinning...) are described at the top of `bench/run.sh`. Raw wrk output and
+the same tables, with a verdict per target, are in `build/bench/`.
+"""
+
+
+def doc_placeholder(section):
+    return ("Not measured yet: `make bench` writes this section.\n"
+            if section == "shared" else
+            "Not measured yet: the second pass of `make bench` "
+            "(`BENCH_LAYOUT=redis-apart`) writes this section.\n")
+
+
+def read_sections(path):
+    """The bodies of the sections an existing docs file holds."""
+    bodies = {}
+    try:
+        with open(path) as f:
+            text = f.read()
+    except FileNotFoundError:
+        return bodies
+    for sid, _, _ in SECTIONS:
+        m = re.search(re.escape(BEGIN % sid) + r"\n(.*?)" +
+                      re.escape(END % sid), text, re.S)
+        if m:
+            bodies[sid] = m.group(1)
+    return bodies
+
+
+def write_doc(path, section, body):
+    """Rewrites path with `body` as `section`, keeping the other
+    sections' bodies as they were."""
+    bodies = read_sections(path)
+    bodies[section] = body
+    out = [DOC_HEAD]
+    for sid, heading, what in SECTIONS:
+        out.append("\n## %s\n\n%s\n\n%s\n%s%s\n"
+                   % (heading, what, BEGIN % sid,
+                      bodies.get(sid, doc_placeholder(sid)), END % sid))
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write("".join(out))
+    os.replace(tmp, path)
+
+
+def doc_body(args, nrounds, perf_md, pair_md, medians, redis_note, targets,
+             dens_md, dens_note, settings):
+    """This layout's section of docs/performance.md."""
+    out = ["Measured %s, with the module built from commit %s: %d "
+           "round%s of %g s per configuration; %s.\n"
+           % (args.date or "on an unrecorded date", args.commit or "unknown",
+              nrounds, "" if nrounds == 1 else "s", args.duration,
+              args.layout)]
+    out.append("\n### Throughput and latency\n\n" + perf_md + "\n\n" +
+               (pair_md + "\n\n" if pair_md else "") + medians + "\n")
+    if redis_note:
+        out.append("\n" + redis_note + "\n")
+    for title, ts in targets:
+        if ts:
+            out.append("\n### %s\n\n" % title)
+            out.append("\n".join("- " + plain(t) for t in ts) + "\n")
+    if dens_md:
+        out.append("\n### Keys per MiB of zone\n\n" + dens_md + "\n\n" +
+                   dens_note + "\n")
+    out.append("\n### Setup\n\n" + settings + "\n")
+    return "".join(out)
 
 
 def main():
@@ -327,6 +519,12 @@ def main():
                     help="seconds per wrk run")
     ap.add_argument("--hot-keys", type=int, default=100)
     ap.add_argument("--distinct-keys", type=int, default=100000)
+    ap.add_argument("--docs",
+                    help="docs/performance.md: write this layout's section")
+    ap.add_argument("--section", choices=[s[0] for s in SECTIONS],
+                    default="shared", help="the section of --docs")
+    ap.add_argument("--date", help="when the run started, for --docs")
+    ap.add_argument("--commit", help="the module's source commit, for --docs")
     args = ap.parse_args()
 
     runs = load_runs(args.runs)
@@ -375,10 +573,16 @@ def main():
                  for n, d, what in PAIRS if n in runs and d in runs]
     pair_txt, pair_md = table(["req/s ratio", "median", "what"], pair_rows,
                               "lrl")
+    if not pair_rows:
+        pair_txt = pair_md = ""
 
-    targets = strict_targets(runs, args.connections)
-    atargets = async_targets(runs, args.duration)
-    algtargets = algorithm_targets(runs)
+    targets = [
+        ("Strict mode targets", strict_targets(runs, args.connections)),
+        ("Async mode targets", async_targets(runs, args.duration)),
+        ("Algorithm targets (each against GCRA in the same mode)",
+         algorithm_targets(runs)),
+    ]
+    uses_redis = any(redis_totals(runs, c) for c in runs)
 
     dens = []
     if args.density:
@@ -390,68 +594,66 @@ def main():
         ["zone", "size", "16-byte keys held", "keys/MiB", "bytes/key"],
         dens_rows, "llrrr")
     throttle = [d["keys_per_mib"] for d in dens if d["kind"] == "throttle"]
-    verdict = ""
+    dens_target = None
     if throttle:
-        verdict = ("throttle: %d keys/MiB at worst, target >= %d: %s"
-                   % (min(throttle), DENSITY_TARGET,
-                      "met" if min(throttle) >= DENSITY_TARGET else "NOT met"))
+        dens_target = ("throttle: %d keys/MiB at worst, target >= %d"
+                       % (min(throttle), DENSITY_TARGET),
+                       min(throttle) >= DENSITY_TARGET)
+    dens_what = ("Largest number of distinct 16-byte keys for which the "
+                 "first key is still held (binary search, fresh nginx per "
+                 "probe). ")
 
-    medians = ("Medians over %d rounds; \"vs none\" and the ratios are "
+    medians = ("Medians over %d round%s; \"vs none\" and the ratios are "
                "medians of per-round ratios (each configuration against "
-               "the same round's run)." % nrounds)
+               "the same round's run)." % (nrounds, "" if nrounds == 1 else "s"))
     settings = "\n".join("- " + s for s in args.setting)
 
     print()
     print(perf_txt)
-    print()
-    print(pair_txt)
+    if pair_txt:
+        print()
+        print(pair_txt)
     print()
     print(medians)
-    if targets or atargets:
+    if uses_redis:
         print()
         print(redis_note)
-    if targets:
-        print()
-        print("Strict mode targets (%s):" % args.layout)
-        print("\n".join("  " + t for t in targets))
-    if atargets:
-        print()
-        print("Async mode targets (%s):" % args.layout)
-        print("\n".join("  " + t for t in atargets))
-    if algtargets:
-        print()
-        print("Algorithm targets (each against GCRA in the same mode; %s):"
-              % args.layout)
-        print("\n".join("  " + t for t in algtargets))
+    for title, ts in targets:
+        if ts:
+            print()
+            print("%s (%s):" % (title, args.layout))
+            print("\n".join("  " + with_verdict(t) for t in ts))
     if dens_rows:
         print()
         print(dens_txt)
-        print(verdict)
+        print(with_verdict(dens_target))
     print()
     print("\n".join(args.setting))
 
     with open(args.markdown, "w") as f:
         f.write("### Throughput and latency\n\n")
-        f.write(perf_md + "\n\n" + pair_md + "\n\n" + medians + "\n\n")
-        if targets or atargets:
+        f.write(perf_md + "\n\n" + (pair_md + "\n\n" if pair_md else "") +
+                medians + "\n\n")
+        if uses_redis:
             f.write(redis_note + "\n\n")
-        if targets:
-            f.write("Strict mode targets (%s):\n\n" % args.layout)
-            f.write("\n".join("- " + t for t in targets) + "\n\n")
-        if atargets:
-            f.write("Async mode targets (%s):\n\n" % args.layout)
-            f.write("\n".join("- " + t for t in atargets) + "\n\n")
-        if algtargets:
-            f.write("Algorithm targets (each against GCRA in the same "
-                    "mode; %s):\n\n" % args.layout)
-            f.write("\n".join("- " + t for t in algtargets) + "\n\n")
+        for title, ts in targets:
+            if ts:
+                f.write("%s (%s):\n\n" % (title, args.layout))
+                f.write("\n".join("- " + with_verdict(t) for t in ts) +
+                        "\n\n")
         if dens_rows:
             f.write("### Keys per MiB of zone\n\n")
             f.write(dens_md + "\n\n")
-            f.write("Largest number of distinct 16-byte keys for which the "
-                    "first key is still held (binary search, fresh nginx "
-                    "per probe). " + verdict + ".\n\n")
+            f.write(dens_what + with_verdict(dens_target) + ".\n\n")
         f.write("Setup:\n\n" + settings + "\n")
+
+    if args.docs:
+        write_doc(args.docs, args.section, doc_body(
+            args, nrounds, perf_md, pair_md, medians,
+            redis_note if uses_redis else None, targets,
+            dens_md if dens_rows else None,
+            dens_what + plain(dens_target) if dens_rows else None,
+            settings))
 
 
 if __name__ == "__main__":

@@ -35,15 +35,20 @@
 #   BENCH_HOT_KEYS [100]   distinct keys of the *_hot rows
 #   BENCH_DISTINCT_KEYS [100000]  distinct keys of the *_distinct rows (their
 #                          zones, 32m, hold about 260,000)
+#   BENCH_DOCS [docs/performance.md]  the file whose section for this
+#                          layout the report replaces ("" leaves it alone)
 #   REDIS_SERVER [redis-server]  REDIS_CLI [redis-cli]  for the strict rows;
 #                          a redis-server of its own is started on a free
 #                          loopback port (--save '' --appendonly no) and
 #                          stopped at exit; if the default one is missing,
 #                          it is installed with scripts/deps.sh
 #
-# Output: a table on stdout, the same as Markdown in build/bench/results.md,
-# raw wrk output in build/bench/raw/, nginx logs in build/bench/nginx/logs/,
-# Redis's log in build/bench/redis/.
+# Output: a table on stdout, the same as Markdown in build/bench/results.md
+# (build/bench/redis-apart/ for that layout), raw wrk output in raw/ there,
+# nginx logs in nginx/logs/, Redis's log in redis/; and the figures with a
+# text on how to read them in BENCH_DOCS, whose section for this layout
+# ("All CPUs shared" or "Redis on a CPU of its own") is replaced and the
+# other kept: after make bench's two passes it holds both.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -60,6 +65,7 @@ HOT_KEYS=${BENCH_HOT_KEYS:-100}
 DISTINCT_KEYS=${BENCH_DISTINCT_KEYS:-100000}
 PYTHON=${PYTHON:-python3}
 LAYOUT=${BENCH_LAYOUT:-shared}
+DOCS=${BENCH_DOCS-$ROOT/docs/performance.md}
 OUT=$ROOT/build/bench
 case $LAYOUT in
 shared) ;;
@@ -370,6 +376,10 @@ keys_of() {
     esac
 }
 
+# which run the report describes
+RUN_DATE=$(date -u '+%Y-%m-%d %H:%M UTC')
+COMMIT=$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)
+
 printf 'config\tround\trps\tp99_ms\tnon2xx\terrors\trequests\tredis_scripts\tredis_cmds\tredis_other\tredis_gets\n' >"$RUNS"
 # wrk and nginx share the machine with whatever else runs: say how busy it is
 LOAD_BEFORE=$(cut -d' ' -f1 /proc/loadavg)
@@ -415,6 +425,11 @@ if [ "$NGINX_ERRORS" -gt 0 ]; then
     grep -E '\[(error|crit|alert|emerg)\]' "$PREFIX/logs/error.log" \
         | head -n 3 | sed 's/^/  /'
 fi
+# the first of them, for the report: "20:35:23 [error] <message>" (a
+# Redis timeout explains the non-2xx of a strict row measured then)
+NGINX_ERROR_LINES=$(grep -E '\[(error|crit|alert|emerg)\]' "$PREFIX/logs/error.log" \
+    | head -n 3 | sed -E 's/^[0-9]+\/[0-9]+\/[0-9]+ //; s/ [0-9]+#[0-9]+: / /' \
+    | awk '{ printf "%s`%s`", (NR > 1 ? "; " : ""), $0 }' || true)
 # an async zone that cannot sync with Redis, or a zone evicting keys that
 # are still limited or due a sync, says so at "warn"
 NGINX_WARNS=$(grep -c '\[warn\]' "$PREFIX/logs/error.log" || true)
@@ -451,7 +466,10 @@ NGINX_VERSION=$("$NGINX_BIN" -v 2>&1 | sed 's/^nginx version: //')
 CPU_MODEL=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
 WRK_VERSION=$( (wrk -v 2>&1 || true) | awk 'NR == 1 { print $2 }')
 
-"$PYTHON" "$BENCH/report.py" \
+DOCS_ARGS=()
+[ -n "$DOCS" ] && DOCS_ARGS=(--docs "$DOCS" --section "$LAYOUT" \
+    --date "on $RUN_DATE" --commit "$COMMIT")
+"$PYTHON" "$BENCH/report.py" "${DOCS_ARGS[@]}" \
     --runs "$RUNS" --density "$DENSITY" --markdown "$OUT/results.md" \
     --connections "$CONNECTIONS" --duration "$DURATION" \
     --hot-keys "$HOT_KEYS" --distinct-keys "$DISTINCT_KEYS" \
@@ -459,9 +477,11 @@ WRK_VERSION=$( (wrk -v 2>&1 || true) | awk 'NR == 1 { print $2 }')
     --setting "wrk $WRK_VERSION: -t$THREADS -c$CONNECTIONS -d${DURATION}s --latency, $ROUNDS rounds, loopback" \
     --setting "redis: $REDIS_VERSION, on loopback, --save '' --appendonly no; throttle_redis defaults (timeout 50ms, keepalive 2 per worker); async zones sync_interval=100ms; nginx error log: $NGINX_ERRORS lines at error or above, $NGINX_WARNS at warn" \
     --setting "keyed rows (*_hot, *_distinct): wrk -s bench/keys.lua, key ?k= cycling over $HOT_KEYS (hot) or $DISTINCT_KEYS (distinct) values; rate=1000000r/s burst=1000000 (always passing), zones 1m (hot) and 32m (distinct)" \
+    ${NGINX_ERROR_LINES:+--setting "nginx error log, first lines at error or above: $NGINX_ERROR_LINES"} \
     --layout "$LAYOUT_TEXT" \
     --setting "layout: $LAYOUT_TEXT" \
     --setting "hardware: $(nproc) CPUs, ${CPU_MODEL:-unknown CPU}, Linux $(uname -r); load average $LOAD_BEFORE before, $LOAD_AFTER after (wrk, nginx and Redis included)"
 
 echo
 echo "bench: Markdown table in $OUT/results.md; raw wrk output in $RAW/"
+[ -z "$DOCS" ] || echo "bench: section \"$LAYOUT\" of $DOCS written"

@@ -10,8 +10,8 @@
 # ACCURACY_LOAD req/s in all, alternating between the two nginx, runs for
 # ACCURACY_SECONDS; every answer is recorded. Then: admitted (200) per
 # second and in all against the ideal R x T + B + 1, and for async the
-# README's bound on over-admission; async at 100 ms is the pass/fail line
-# (printed; the exit status is 0 unless something broke).
+# bound docs/modes.md states on over-admission; async at 100 ms is the
+# pass/fail line (printed; the exit status is 0 unless something broke).
 #
 # Environment (defaults in brackets):
 #   NGINX_BIN [/usr/sbin/nginx]  MODULE [build/ngx_http_throttle_module.so]
@@ -21,6 +21,8 @@
 #   ACCURACY_LOAD [600]          offered req/s in all (at least 5x the rate)
 #   ACCURACY_INTERVALS [50 100 500]  async sync_interval values, ms
 #   ACCURACY_CONNECTIONS [24]    load generator connections in all
+#   ACCURACY_DOCS [docs]         where accuracy.md and accuracy.png go
+#                                ("" leaves docs/ alone)
 #   REDIS_SERVER [redis-server]  REDIS_CLI [redis-cli]  PYTHON [python3]
 #
 # Output in build/accuracy/: results.md (the tables), per_second.csv (the
@@ -28,6 +30,8 @@
 # one CSV line per request and the load generator's summary per mode, and
 # for async modes Redis's MONITOR during the load (the syncs) with what
 # syncs.py read from it; nginx-a/, nginx-b/ (prefixes, logs), redis/ (log).
+# In ACCURACY_DOCS: accuracy.md (the tables, with how to read them, and
+# which run they come from) and accuracy.png (the plot), for the docs.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -43,6 +47,7 @@ CONNECTIONS=${ACCURACY_CONNECTIONS:-24}
 REDIS_SERVER=${REDIS_SERVER:-redis-server}
 REDIS_CLI=${REDIS_CLI:-redis-cli}
 PYTHON=${PYTHON:-python3}
+DOCS=${ACCURACY_DOCS-$ROOT/docs}
 
 OUT=$ROOT/build/accuracy
 RAW=$OUT/raw
@@ -198,6 +203,10 @@ echo "accuracy: limit rate=${RATE}r/s burst=$BURST; load $LOAD req/s for ${SECON
 
 # --- the runs ---------------------------------------------------------------
 
+# which run the report describes
+RUN_DATE=$(date -u '+%Y-%m-%d %H:%M UTC')
+COMMIT=$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)
+
 for m in "${MODES[@]}"; do
     # the previous mode's last syncs (up to two rounds after its last
     # request) are over before this one's count starts
@@ -255,8 +264,15 @@ SETUP="- 2 nginx ($NGINX_VERSION, worker_processes 2 each) on loopback, one redi
 - machine: $(nproc) CPUs, $(uname -sr); load, nginx and Redis share the CPUs
 $LOG_NOTES"
 
+DOCS_ARGS=()
+if [ -n "$DOCS" ]; then
+    mkdir -p "$DOCS"
+    DOCS_ARGS=(--docs "$DOCS/accuracy.md" --date "on $RUN_DATE" --commit "$COMMIT")
+fi
+
 echo
-"$PYTHON" "$HERE/report.py" --raw "$RAW" --out "$OUT" --modes "$MODES_CSV" \
+"$PYTHON" "$HERE/report.py" "${DOCS_ARGS[@]}" \
+    --raw "$RAW" --out "$OUT" --modes "$MODES_CSV" \
     --rate "$RATE" --burst "$BURST" --seconds "$SECONDS_RUN" --load "$LOAD" \
     --nodes 2 --setup "$SETUP"
 printf '%s' "$LOG_NOTES"
@@ -268,7 +284,9 @@ gnuplot -e "datafile='$OUT/per_second.csv'; outfile='$OUT/accuracy.png'; \
 labels='$RAW/plot_labels.gp'; \
 plottitle='Admitted per second: 2 nginx x 2 workers, one Redis; rate=${RATE}r/s burst=$BURST, offered ${LOAD} req/s'; \
 ncols=$ncols; term='$term'" "$HERE/plot.gp" || die "gnuplot failed"
+[ -z "$DOCS" ] || cp "$OUT/accuracy.png" "$DOCS/accuracy.png"
 
 echo
 echo "accuracy: results in $OUT/results.md, per-second series in $OUT/per_second.csv," \
      "plot in $OUT/accuracy.png"
+[ -z "$DOCS" ] || echo "accuracy: $DOCS/accuracy.md and $DOCS/accuracy.png written"

@@ -10,15 +10,18 @@ into <out>:
   per_second_detail.csv  mode, second, sent, admitted, rejected (429),
                          error_allowed, other
   per_100ms.csv          as per_second.csv in 100 ms bins
-  results.md             the tables, in Markdown
+  results.md             the tables, in Markdown, with a verdict per mode
 
-and prints the tables on stdout. A request counts in the second (since the
+and prints the tables on stdout. With --docs, also writes the same figures
+into that file (docs/accuracy.md) under a text that says how to read them,
+with the bounds stated beside the figures instead of verdicts; the plot
+it shows is accuracy.png beside it (scripts/accuracy.sh copies it there). A request counts in the second (since the
 load started) it was sent in.
 
 Ideal global limit (GCRA, rate R, burst B, T seconds of load): at most
 R * T + B + 1 admitted in all; the first second may hold B + 1 more than R.
 
-Bound stated for async mode (README): over-admission per sync interval of
+Bound stated for async mode (docs/modes.md): over-admission per sync interval of
 at most about (nodes - 1) * (R * (interval + round trip) + B + 1), so over
 T seconds an excess of at most
     (T / interval) * (nodes - 1) * (R * interval + B + 1).
@@ -89,6 +92,9 @@ def main():
     ap.add_argument("--load", type=float, required=True, help="offered, req/s in all")
     ap.add_argument("--nodes", type=int, required=True)
     ap.add_argument("--setup", default="", help="Markdown lines describing the setup")
+    ap.add_argument("--docs", help="docs/accuracy.md: write it too")
+    ap.add_argument("--date", help="when the run started, for --docs")
+    ap.add_argument("--commit", help="the module's source commit, for --docs")
     args = ap.parse_args()
 
     R, B, T, N = args.rate, args.burst, args.seconds, args.nodes
@@ -152,7 +158,7 @@ def main():
                        + [per_bin[m][i] for m in modes])
 
     # --- the accuracy table --------------------------------------------------
-    # round trip for the README's bound: strict mode's p99 latency (client to
+    # round trip for the stated bound: strict mode's p99 latency (client to
     # nginx to Redis and back), an upper bound of nginx's round trip to Redis
     rtt = 0.0
     if "strict" in data:
@@ -205,10 +211,10 @@ def main():
             total_bound = "%.0f" % b_total
             moment_bound = "%.1f" % b_moment
             within = "yes" if ok else ("NO (%s)" % ", ".join(
-                x for x, bad in (("run", not ok_total), ("README", not ok_moment)) if bad))
+                x for x, bad in (("run", not ok_total), ("stated", not ok_moment)) if bad))
             line = ("async %d ms: excess %+d (%.1f%% of ideal) vs run bound %.0f "
                     "= (%g s / %g s) x (%d - 1) x (%g x %g + %d + 1): %s; largest window "
-                    "over-admission %+.1f (%s) vs README bound %.1f = (%d - 1) x (%d + 1 + "
+                    "over-admission %+.1f (%s) vs stated bound %.1f = (%d - 1) x (%d + 1 + "
                     "%g x (%g + %.4f)): %s"
                     % (ms, excess, 100.0 * excess / ideal, b_total, T, iv, N, R, iv, B,
                        "within" if ok_total else "OVER",
@@ -222,7 +228,7 @@ def main():
 
     acc_header = ["mode", "admitted", "ideal", "excess", "excess %",
                   "max/s", "max/s after 1st s", "run bound", "max window over-admission",
-                  "README bound", "within"]
+                  "stated bound", "within"]
     acc_align = ["l"] + ["r"] * 10
 
     # legend of the plot: each mode with its totals (plot.gp loads it)
@@ -313,8 +319,8 @@ def main():
                   "max window over-admission = the largest, over all runs of admitted "
                   "requests i..j (by send time t), of (j - i + 1) - (B + 1 + R x (t_j - "
                   "t_i)): how many more than one exact funnel can admit in that time, "
-                  "whatever came before. README bound (async, on it) = (nodes - 1) x "
-                  "(B + 1 + R x (interval + round trip)), the README's bound at any "
+                  "whatever came before. stated bound (async, on it) = (nodes - 1) x "
+                  "(B + 1 + R x (interval + round trip)), docs/modes.md's bound at any "
                   "moment; round trip = strict mode's p99 latency, %.1f ms. strict must "
                   "be exact (excess and window over-admission ≤ 2)." % (rtt * 1000))
 
@@ -341,7 +347,7 @@ def main():
         print(line)
     gate = [v for v in verdicts if v[0] == "async100"]
     if gate:
-        print("%s: async 100 ms within its stated bounds (run bound and README bound)" % ("PASS" if gate[0][1] else "FAIL"))
+        print("%s: async 100 ms within its stated bounds (run bound and stated bound)" % ("PASS" if gate[0][1] else "FAIL"))
     for w_ in warnings:
         print("WARNING: " + w_)
 
@@ -353,7 +359,7 @@ def main():
         for _, ok, line in verdicts:
             f.write("- " + line + "\n")
         if gate:
-            f.write("- **%s**: async 100 ms within its stated bounds (run bound and README bound)\n"
+            f.write("- **%s**: async 100 ms within its stated bounds (run bound and stated bound)\n"
                     % ("PASS" if gate[0][1] else "FAIL"))
         f.write("\n## Load\n\n")
         f.write(md_table(load_header, load_rows, load_align) + "\n\n")
@@ -375,6 +381,98 @@ def main():
         f.write("![admitted per second](accuracy.png)\n\n")
         if args.setup:
             f.write("## Setup\n\n" + args.setup + "\n")
+
+    if args.docs:
+        write_doc(args, ideal, rtt, modes,
+                  md_table(acc_header[:-1], [r[:-1] for r in acc_rows],
+                           acc_align[:-1]),
+                  md_table(ps_header, ps_rows, ["r"] * len(ps_header)),
+                  md_table(load_header, load_rows, load_align),
+                  md_table(sync_header, sync_rows, sync_align)
+                  if sync_rows else None, warnings)
+
+
+def write_doc(args, ideal, rtt, modes, acc_md, ps_md, load_md, sync_md,
+              notes):
+    """docs/accuracy.md: the run's figures, and how to read them."""
+    R, B, T, N = args.rate, args.burst, args.seconds, args.nodes
+    out = []
+    out.append("""\
+# Accuracy
+
+Written by `make accuracy` (`scripts/accuracy.sh`, then
+`scripts/accuracy/report.py`); do not edit by hand. The
+[README](../README.md#accuracy) has a summary.
+
+Measured %s, with the module built from commit %s: %d nginx
+(2 workers each) sharing one Redis, limit `rate=%gr/s burst=%d`, offered
+%g req/s (%.0f× the limit) for %g s per mode.
+
+## How to read it
+
+**What runs.** %d nginx with the module share one Redis on one machine.
+Each mode has its own zone, with the same policy, and one constant key,
+so every request competes for the same limit. The modes are %s. A load generator sends
+a steady %g requests a second, alternating between the nginx, for %g s
+per mode, and records every answer. The modes run one after the other.
+
+**The ideal.** One exact funnel, seeing every request, admits at most
+`R × T + B + 1` requests in `T` seconds: here %g × %g + %d + 1 = %d.
+*excess* is what a mode admitted beyond that over the whole run. *max/s*
+is the most requests admitted in one second; the first second may hold
+`B + 1` more than the rate.
+
+**Over-admission in a window.** Over the whole run, an over-admission is
+paid back: Redis records every admitted unit, so afterwards the global
+funnel is fuller and every node rejects until it has drained. The
+sharper figure is the *max window over-admission*: over every span of the
+run, how many more requests were admitted than one exact funnel could
+have admitted in that span, whatever came before. Strict mode should be
+exact (0, within the timing rounding of a request or two). Async mode
+should stay within the *stated bound*, the one
+[modes.md](modes.md#how-much-async-mode-over-admits) gives,
+`(N − 1) × (B + 1 + R × (interval + round trip))`, with N = %d nginx and
+the round trip taken as strict mode's p99 latency (%.1f ms). *run bound*
+is that bound summed over the run, `(T / interval) × (N − 1) × (R ×
+interval + B + 1)`: a much looser check of *excess*.
+
+## Results
+
+""" % (args.date or "on an unrecorded date", args.commit or "unknown",
+       N, R, B, args.load, args.load / R, T,
+       N, ", ".join(label(m) for m in modes), args.load, T,
+       R, T, B, ideal, N, rtt * 1000))
+    out.append(acc_md + "\n\n")
+    out.append("![admitted per second for each mode against the limit]"
+               "(accuracy.png)\n\n")
+    out.append("## Admitted per second\n\n")
+    out.append("A request counts in the second (since the load started) in "
+               "which it was sent. The limit is %g a second.\n\n" % R)
+    out.append(ps_md + "\n\n")
+    out.append("## Load\n\n")
+    out.append(load_md + "\n\n")
+    out.append("*late*: how long after it was due a request went out; "
+               "*latency*: from sending a request to reading its answer. "
+               "*ERROR_ALLOWED*: 200s that Redis did not decide "
+               "(`throttle_on_error allow`); they count as admitted. *Redis "
+               "script calls*: EVALSHA + EVAL over the mode's run, from "
+               "Redis's INFO commandstats.\n\n")
+    if sync_md:
+        out.append("## Async syncs\n\n")
+        out.append(sync_md + "\n\n")
+        out.append("The syncs of the mode's key per nginx, as Redis received "
+                   "them (MONITOR). *expected each* = T / interval; *gap* = "
+                   "the time between one nginx's syncs; *shortfall* = ideal "
+                   "− admitted.\n\n")
+    if notes:
+        out.append("## Notes on this run\n\n")
+        out.append("".join("- %s\n" % n for n in notes) + "\n")
+    if args.setup:
+        out.append("## Setup\n\n" + args.setup + "\n")
+    tmp = args.docs + ".tmp"
+    with open(tmp, "w") as f:
+        f.write("".join(out))
+    os.replace(tmp, args.docs)
 
 
 if __name__ == "__main__":
