@@ -30,22 +30,22 @@ typedef enum {
 } ngx_http_throttle_redis_state_e;
 
 typedef struct {
-    ngx_http_throttle_redis_pool_t *pool;
-    ngx_peer_connection_t           peer;
-    ngx_uint_t                      state;
-    redisReader                    *reader;
-    ngx_queue_t                     sent; /* awaiting replies */
-    u_char                         *out;  /* to write */
-    size_t                          out_pos;
-    size_t                          out_len;
-    size_t                          out_size;
+    ngx_http_throttle_redis_worker_t *worker;
+    ngx_peer_connection_t             peer;
+    ngx_uint_t                        state;
+    redisReader                      *reader;
+    ngx_queue_t                       sent; /* awaiting replies */
+    u_char                           *out;  /* to write */
+    size_t                            out_pos;
+    size_t                            out_len;
+    size_t                            out_size;
     /* bytes ever queued and written on this connection: a command whose
      * end is written has reached Redis */
     uint64_t appended;
     uint64_t written;
 } ngx_http_throttle_redis_conn_t;
 
-struct ngx_http_throttle_redis_pool_s {
+struct ngx_http_throttle_redis_worker_s {
     ngx_http_throttle_redis_t      *backend;
     ngx_http_throttle_redis_conn_t *conns;
     ngx_uint_t                      next;
@@ -72,7 +72,7 @@ struct ngx_http_throttle_redis_cmd_s {
     ngx_str_t                       args[1];
 };
 
-static void ngx_http_throttle_redis_close(ngx_http_throttle_redis_conn_t *rc,
+static void ngx_http_throttle_redis_close(ngx_http_throttle_redis_conn_t *conn,
                                           const char *err) noexcept;
 static void ngx_http_throttle_redis_read_handler(ngx_event_t *ev) noexcept;
 static void ngx_http_throttle_redis_write_handler(ngx_event_t *ev) noexcept;
@@ -80,44 +80,45 @@ static void ngx_http_throttle_redis_write_handler(ngx_event_t *ev) noexcept;
 /* One line a second at most per backend and worker: a dead Redis under
  * load would otherwise write one line per request. */
 static void
-ngx_http_throttle_redis_log_error(ngx_http_throttle_redis_pool_t *pool,
-                                  const char                     *err) noexcept
+ngx_http_throttle_redis_log_error(ngx_http_throttle_redis_worker_t *worker,
+                                  const char *err) noexcept
 {
-    ngx_http_throttle_redis_t *backend = pool->backend;
+    ngx_http_throttle_redis_t *backend = worker->backend;
 
-    if (pool->logged_at && ngx_current_msec - pool->logged_at < 1000) {
-        pool->suppressed++;
+    if (worker->logged_at && ngx_current_msec - worker->logged_at < 1000) {
+        worker->suppressed++;
         return;
     }
 
-    ngx_log_error(NGX_LOG_ERR, pool->log, 0, "throttle redis \"%V\" (%V): %s%s",
-                  &backend->name, &backend->url.url, err,
-                  pool->suppressed ? " (and earlier errors, not logged)" : "");
+    ngx_log_error(
+        NGX_LOG_ERR, worker->log, 0, "throttle redis \"%V\" (%V): %s%s",
+        &backend->name, &backend->url.url, err,
+        worker->suppressed ? " (and earlier errors, not logged)" : "");
 
-    pool->logged_at = ngx_current_msec;
-    pool->suppressed = 0;
+    worker->logged_at = ngx_current_msec;
+    worker->suppressed = 0;
 }
 
 /* No new connection before a delay that doubles with each failure in a
  * row, with jitter so that workers and nodes do not reconnect in step. */
 static void
-ngx_http_throttle_redis_back_off(ngx_http_throttle_redis_pool_t *pool,
-                                 const char                     *err) noexcept
+ngx_http_throttle_redis_back_off(ngx_http_throttle_redis_worker_t *worker,
+                                 const char                       *err) noexcept
 {
     ngx_msec_t backoff;
 
-    pool->failures++;
+    worker->failures++;
     backoff = (ngx_msec_t) NGX_HTTP_THROTTLE_REDIS_BACKOFF_MIN
-        << ngx_min(pool->failures - 1, 10);
+        << ngx_min(worker->failures - 1, 10);
     backoff = ngx_min(backoff, NGX_HTTP_THROTTLE_REDIS_BACKOFF_MAX);
     backoff = backoff / 2 + (ngx_msec_t) ngx_random() % (backoff / 2 + 1);
-    pool->retry_at = ngx_current_msec + backoff;
+    worker->retry_at = ngx_current_msec + backoff;
 
-    ngx_http_throttle_redis_log_error(pool, err);
+    ngx_http_throttle_redis_log_error(worker, err);
 }
 
 static ngx_int_t
-ngx_http_throttle_redis_append(ngx_http_throttle_redis_conn_t *rc, int argc,
+ngx_http_throttle_redis_append(ngx_http_throttle_redis_conn_t *conn, int argc,
                                const char  **argv,
                                const size_t *argvlen) noexcept
 {
@@ -131,26 +132,27 @@ ngx_http_throttle_redis_append(ngx_http_throttle_redis_conn_t *rc, int argc,
         return NGX_ERROR;
     }
 
-    if (rc->out_len + len > rc->out_size) {
-        size = ngx_max(rc->out_size * 2, rc->out_len + len);
-        out = (u_char *) ngx_alloc(size, rc->pool->log);
+    if (conn->out_len + len > conn->out_size) {
+        size = ngx_max(conn->out_size * 2, conn->out_len + len);
+        out = (u_char *) ngx_alloc(size, conn->worker->log);
         if (out == NULL) {
             redisFreeCommand(cmd);
             return NGX_ERROR;
         }
 
-        ngx_memcpy(out, rc->out + rc->out_pos, rc->out_len - rc->out_pos);
-        ngx_free(rc->out);
+        ngx_memcpy(out, conn->out + conn->out_pos,
+                   conn->out_len - conn->out_pos);
+        ngx_free(conn->out);
 
-        rc->out = out;
-        rc->out_len -= rc->out_pos;
-        rc->out_pos = 0;
-        rc->out_size = size;
+        conn->out = out;
+        conn->out_len -= conn->out_pos;
+        conn->out_pos = 0;
+        conn->out_size = size;
     }
 
-    ngx_memcpy(rc->out + rc->out_len, cmd, len);
-    rc->out_len += len;
-    rc->appended += len;
+    ngx_memcpy(conn->out + conn->out_len, cmd, len);
+    conn->out_len += len;
+    conn->appended += len;
     redisFreeCommand(cmd);
 
     return NGX_OK;
@@ -159,7 +161,7 @@ ngx_http_throttle_redis_append(ngx_http_throttle_redis_conn_t *rc, int argc,
 /* EVALSHA sha nkeys keys... argv... or, when Redis has lost the script,
  * EVAL with its source. */
 static ngx_int_t
-ngx_http_throttle_redis_append_eval(ngx_http_throttle_redis_conn_t *rc,
+ngx_http_throttle_redis_append_eval(ngx_http_throttle_redis_conn_t *conn,
                                     ngx_http_throttle_redis_cmd_t *cmd) noexcept
 {
     const throttle::Script &script = *cmd->script;
@@ -168,12 +170,14 @@ ngx_http_throttle_redis_append_eval(ngx_http_throttle_redis_conn_t *rc,
     size_t                  argc = 3 + cmd->nargs;
     u_char                  nkeys[NGX_INT_T_LEN];
     ngx_uint_t              i;
-    ngx_int_t               rc_append;
+    ngx_int_t               rc;
 
     if (argc > 16) {
         /* a batch of async syncs */
-        argv = (const char **) ngx_alloc(argc * sizeof(char *), rc->pool->log);
-        argvlen = (size_t *) ngx_alloc(argc * sizeof(size_t), rc->pool->log);
+        argv =
+            (const char **) ngx_alloc(argc * sizeof(char *), conn->worker->log);
+        argvlen =
+            (size_t *) ngx_alloc(argc * sizeof(size_t), conn->worker->log);
         if (argv == NULL || argvlen == NULL) {
             ngx_free(argv);
             ngx_free(argvlen);
@@ -193,31 +197,31 @@ ngx_http_throttle_redis_append_eval(ngx_http_throttle_redis_conn_t *rc,
         argvlen[3 + i] = cmd->args[i].len;
     }
 
-    rc_append = ngx_http_throttle_redis_append(rc, (int) argc, argv, argvlen);
+    rc = ngx_http_throttle_redis_append(conn, (int) argc, argv, argvlen);
 
     if (argv != argv_small) {
         ngx_free(argv);
         ngx_free(argvlen);
     }
 
-    return rc_append;
+    return rc;
 }
 
 static void
-ngx_http_throttle_redis_arm_timer(ngx_http_throttle_redis_conn_t *rc) noexcept
+ngx_http_throttle_redis_arm_timer(ngx_http_throttle_redis_conn_t *conn) noexcept
 {
-    ngx_event_t                   *rev = rc->peer.connection->read;
+    ngx_event_t                   *rev = conn->peer.connection->read;
     ngx_http_throttle_redis_cmd_t *head;
     ngx_msec_int_t                 left;
 
-    if (ngx_queue_empty(&rc->sent)) {
+    if (ngx_queue_empty(&conn->sent)) {
         if (rev->timer_set) {
             ngx_del_timer(rev);
         }
         return;
     }
 
-    head = ngx_queue_data(ngx_queue_head(&rc->sent),
+    head = ngx_queue_data(ngx_queue_head(&conn->sent),
                           ngx_http_throttle_redis_cmd_t, queue);
     left = (ngx_msec_int_t) (head->deadline - ngx_current_msec);
 
@@ -225,12 +229,12 @@ ngx_http_throttle_redis_arm_timer(ngx_http_throttle_redis_conn_t *rc) noexcept
 }
 
 static void
-ngx_http_throttle_redis_flush(ngx_http_throttle_redis_conn_t *rc) noexcept
+ngx_http_throttle_redis_flush(ngx_http_throttle_redis_conn_t *conn) noexcept
 {
-    ngx_connection_t *c = rc->peer.connection;
+    ngx_connection_t *c = conn->peer.connection;
 
-    if (rc->state == NGX_HTTP_THROTTLE_REDIS_READY && rc->out_pos < rc->out_len
-        && !c->write->posted)
+    if (conn->state == NGX_HTTP_THROTTLE_REDIS_READY
+        && conn->out_pos < conn->out_len && !c->write->posted)
     {
         /* one write for all commands queued in this event loop turn */
         ngx_post_event(c->write, &ngx_posted_events);
@@ -240,7 +244,7 @@ ngx_http_throttle_redis_flush(ngx_http_throttle_redis_conn_t *rc) noexcept
 /* A command, with a copy of its arguments (to send it again as EVAL):
  * the keys as they are, the integers in decimal. */
 static ngx_http_throttle_redis_cmd_t *
-ngx_http_throttle_redis_cmd(ngx_http_throttle_redis_pool_t       *pool,
+ngx_http_throttle_redis_cmd(ngx_http_throttle_redis_worker_t     *worker,
                             const ngx_http_throttle_redis_call_t *call) noexcept
 {
     size_t                         size;
@@ -257,14 +261,14 @@ ngx_http_throttle_redis_cmd(ngx_http_throttle_redis_pool_t       *pool,
 
     size += (call ? call->nargv : 0) * NGX_INT64_LEN;
 
-    p = (u_char *) ngx_alloc(size, pool->log);
+    p = (u_char *) ngx_alloc(size, worker->log);
     if (p == NULL) {
         return NULL;
     }
 
     cmd = new (p) ngx_http_throttle_redis_cmd_t();
     cmd->nargs = nargs;
-    cmd->timeout = pool->backend->timeout;
+    cmd->timeout = worker->backend->timeout;
     cmd->deadline = ngx_current_msec + cmd->timeout;
 
     if (call == NULL) {
@@ -297,35 +301,36 @@ ngx_http_throttle_redis_cmd(ngx_http_throttle_redis_pool_t       *pool,
 }
 
 static ngx_int_t
-ngx_http_throttle_redis_setup(ngx_http_throttle_redis_conn_t *rc,
+ngx_http_throttle_redis_setup(ngx_http_throttle_redis_conn_t *conn,
                               const char *what, int argc, const char **argv,
                               const size_t *argvlen) noexcept
 {
     ngx_http_throttle_redis_cmd_t *cmd;
 
-    cmd = ngx_http_throttle_redis_cmd(rc->pool, NULL);
+    cmd = ngx_http_throttle_redis_cmd(conn->worker, NULL);
     if (cmd == NULL) {
         return NGX_ERROR;
     }
 
     cmd->what = what;
 
-    if (ngx_http_throttle_redis_append(rc, argc, argv, argvlen) != NGX_OK) {
+    if (ngx_http_throttle_redis_append(conn, argc, argv, argvlen) != NGX_OK) {
         ngx_free(cmd);
         return NGX_ERROR;
     }
 
-    cmd->end = rc->appended;
-    ngx_queue_insert_tail(&rc->sent, &cmd->queue);
+    cmd->end = conn->appended;
+    ngx_queue_insert_tail(&conn->sent, &cmd->queue);
     return NGX_OK;
 }
 
 /* AUTH and SELECT go first on a new connection, pipelined with whatever
  * the requests queue behind them. */
 static ngx_int_t
-ngx_http_throttle_redis_queue_setup(ngx_http_throttle_redis_conn_t *rc) noexcept
+ngx_http_throttle_redis_queue_setup(
+    ngx_http_throttle_redis_conn_t *conn) noexcept
 {
-    ngx_http_throttle_redis_t *backend = rc->pool->backend;
+    ngx_http_throttle_redis_t *backend = conn->worker->backend;
     const char                *argv[3];
     size_t                     argvlen[3];
     u_char                     db[NGX_INT_T_LEN];
@@ -344,7 +349,7 @@ ngx_http_throttle_redis_queue_setup(ngx_http_throttle_redis_conn_t *rc) noexcept
         argv[argc] = (const char *) backend->password.data;
         argvlen[argc++] = backend->password.len;
 
-        if (ngx_http_throttle_redis_setup(rc, "AUTH", argc, argv, argvlen)
+        if (ngx_http_throttle_redis_setup(conn, "AUTH", argc, argv, argvlen)
             != NGX_OK) {
             return NGX_ERROR;
         }
@@ -356,7 +361,7 @@ ngx_http_throttle_redis_queue_setup(ngx_http_throttle_redis_conn_t *rc) noexcept
         argv[1] = (const char *) db;
         argvlen[1] = ngx_sprintf(db, "%i", backend->database) - db;
 
-        if (ngx_http_throttle_redis_setup(rc, "SELECT", 2, argv, argvlen)
+        if (ngx_http_throttle_redis_setup(conn, "SELECT", 2, argv, argvlen)
             != NGX_OK) {
             return NGX_ERROR;
         }
@@ -366,11 +371,11 @@ ngx_http_throttle_redis_queue_setup(ngx_http_throttle_redis_conn_t *rc) noexcept
 }
 
 static void
-ngx_http_throttle_redis_ready(ngx_http_throttle_redis_conn_t *rc) noexcept
+ngx_http_throttle_redis_ready(ngx_http_throttle_redis_conn_t *conn) noexcept
 {
-    ngx_connection_t *c = rc->peer.connection;
+    ngx_connection_t *c = conn->peer.connection;
 
-    rc->state = NGX_HTTP_THROTTLE_REDIS_READY;
+    conn->state = NGX_HTTP_THROTTLE_REDIS_READY;
 
     c->read->handler = ngx_http_throttle_redis_read_handler;
     c->write->handler = ngx_http_throttle_redis_write_handler;
@@ -379,11 +384,11 @@ ngx_http_throttle_redis_ready(ngx_http_throttle_redis_conn_t *rc) noexcept
         ngx_del_timer(c->write);
     }
 
-    ngx_http_throttle_redis_arm_timer(rc);
-    ngx_http_throttle_redis_flush(rc);
+    ngx_http_throttle_redis_arm_timer(conn);
+    ngx_http_throttle_redis_flush(conn);
 
     if (ngx_handle_read_event(c->read, 0) != NGX_OK) {
-        ngx_http_throttle_redis_close(rc, "cannot watch the connection");
+        ngx_http_throttle_redis_close(conn, "cannot watch the connection");
     }
 }
 
@@ -437,31 +442,31 @@ ngx_http_throttle_redis_check_name(ngx_connection_t *c,
 static void
 ngx_http_throttle_redis_handshaked(ngx_connection_t *c) noexcept
 {
-    long                            rc_verify;
+    long                            rc;
     ngx_str_t                      *name;
-    ngx_http_throttle_redis_conn_t *rc;
+    ngx_http_throttle_redis_conn_t *conn;
     ngx_http_throttle_redis_t      *backend;
     char                            err[256];
 
-    rc = (ngx_http_throttle_redis_conn_t *) c->data;
-    backend = rc->pool->backend;
+    conn = (ngx_http_throttle_redis_conn_t *) c->data;
+    backend = conn->worker->backend;
 
     /* the reasons go through close(), whose log line is limited to one a
      * second: a bad certificate fails every reconnect */
 
     if (!c->ssl->handshaked) {
-        ngx_http_throttle_redis_close(rc, "TLS handshake failed");
+        ngx_http_throttle_redis_close(conn, "TLS handshake failed");
         return;
     }
 
     if (backend->tls_verify) {
-        rc_verify = SSL_get_verify_result(c->ssl->connection);
+        rc = SSL_get_verify_result(c->ssl->connection);
 
-        if (rc_verify != X509_V_OK) {
+        if (rc != X509_V_OK) {
             ngx_snprintf((u_char *) err, sizeof(err) - 1,
-                         "TLS certificate verify error: (%l:%s)%Z", rc_verify,
-                         X509_verify_cert_error_string(rc_verify));
-            ngx_http_throttle_redis_close(rc, err);
+                         "TLS certificate verify error: (%l:%s)%Z", rc,
+                         X509_verify_cert_error_string(rc));
+            ngx_http_throttle_redis_close(conn, err);
             return;
         }
 
@@ -470,28 +475,28 @@ ngx_http_throttle_redis_handshaked(ngx_connection_t *c) noexcept
         if (ngx_http_throttle_redis_check_name(c, name) != NGX_OK) {
             ngx_snprintf((u_char *) err, sizeof(err) - 1,
                          "TLS certificate does not match \"%V\"%Z", name);
-            ngx_http_throttle_redis_close(rc, err);
+            ngx_http_throttle_redis_close(conn, err);
             return;
         }
     }
 
-    ngx_http_throttle_redis_ready(rc);
+    ngx_http_throttle_redis_ready(conn);
 }
 
 static void
-ngx_http_throttle_redis_start_tls(ngx_http_throttle_redis_conn_t *rc) noexcept
+ngx_http_throttle_redis_start_tls(ngx_http_throttle_redis_conn_t *conn) noexcept
 {
-    ngx_int_t                  n;
+    ngx_int_t                  rc;
     ngx_str_t                 *name;
-    ngx_connection_t          *c = rc->peer.connection;
-    ngx_http_throttle_redis_t *backend = rc->pool->backend;
+    ngx_connection_t          *c = conn->peer.connection;
+    ngx_http_throttle_redis_t *backend = conn->worker->backend;
     u_char                     sni[256];
 
     if (ngx_ssl_create_connection(backend->ssl, c,
                                   NGX_SSL_BUFFER | NGX_SSL_CLIENT)
         != NGX_OK)
     {
-        ngx_http_throttle_redis_close(rc, "TLS setup failed");
+        ngx_http_throttle_redis_close(conn, "TLS setup failed");
         return;
     }
 
@@ -505,9 +510,9 @@ ngx_http_throttle_redis_start_tls(ngx_http_throttle_redis_conn_t *rc) noexcept
         SSL_set_tlsext_host_name(c->ssl->connection, (char *) sni);
     }
 
-    n = ngx_ssl_handshake(c);
+    rc = ngx_ssl_handshake(c);
 
-    if (n == NGX_AGAIN) {
+    if (rc == NGX_AGAIN) {
         if (!c->write->timer_set) {
             ngx_add_timer(c->write, backend->connect_timeout);
         }
@@ -521,16 +526,16 @@ ngx_http_throttle_redis_start_tls(ngx_http_throttle_redis_conn_t *rc) noexcept
 #endif
 
 static void
-ngx_http_throttle_redis_connected(ngx_http_throttle_redis_conn_t *rc) noexcept
+ngx_http_throttle_redis_connected(ngx_http_throttle_redis_conn_t *conn) noexcept
 {
 #if (NGX_SSL)
-    if (rc->pool->backend->tls) {
-        ngx_http_throttle_redis_start_tls(rc);
+    if (conn->worker->backend->tls) {
+        ngx_http_throttle_redis_start_tls(conn);
         return;
     }
 #endif
 
-    ngx_http_throttle_redis_ready(rc);
+    ngx_http_throttle_redis_ready(conn);
 }
 
 static void
@@ -539,12 +544,12 @@ ngx_http_throttle_redis_connect_handler(ngx_event_t *ev) noexcept
     int                             err = 0;
     socklen_t                       len = sizeof(int);
     ngx_connection_t               *c = (ngx_connection_t *) ev->data;
-    ngx_http_throttle_redis_conn_t *rc;
+    ngx_http_throttle_redis_conn_t *conn;
 
-    rc = (ngx_http_throttle_redis_conn_t *) c->data;
+    conn = (ngx_http_throttle_redis_conn_t *) c->data;
 
     if (ev->timedout) {
-        ngx_http_throttle_redis_close(rc, "timed out connecting");
+        ngx_http_throttle_redis_close(conn, "timed out connecting");
         return;
     }
 
@@ -553,78 +558,78 @@ ngx_http_throttle_redis_connect_handler(ngx_event_t *ev) noexcept
     }
 
     if (err) {
-        ngx_http_throttle_redis_close(rc, strerror(err));
+        ngx_http_throttle_redis_close(conn, strerror(err));
         return;
     }
 
-    ngx_http_throttle_redis_connected(rc);
+    ngx_http_throttle_redis_connected(conn);
 }
 
 static ngx_int_t
-ngx_http_throttle_redis_connect(ngx_http_throttle_redis_conn_t *rc) noexcept
+ngx_http_throttle_redis_connect(ngx_http_throttle_redis_conn_t *conn) noexcept
 {
-    ngx_int_t                       n;
-    ngx_connection_t               *c;
-    ngx_http_throttle_redis_pool_t *pool = rc->pool;
-    ngx_http_throttle_redis_t      *backend = pool->backend;
+    ngx_int_t                         rc;
+    ngx_connection_t                 *c;
+    ngx_http_throttle_redis_worker_t *worker = conn->worker;
+    ngx_http_throttle_redis_t        *backend = worker->backend;
 
-    ngx_memzero(&rc->peer, sizeof(ngx_peer_connection_t));
-    rc->peer.sockaddr = backend->url.addrs[0].sockaddr;
-    rc->peer.socklen = backend->url.addrs[0].socklen;
-    rc->peer.name = &backend->url.addrs[0].name;
-    rc->peer.get = ngx_event_get_peer;
-    rc->peer.log = pool->log;
+    ngx_memzero(&conn->peer, sizeof(ngx_peer_connection_t));
+    conn->peer.sockaddr = backend->url.addrs[0].sockaddr;
+    conn->peer.socklen = backend->url.addrs[0].socklen;
+    conn->peer.name = &backend->url.addrs[0].name;
+    conn->peer.get = ngx_event_get_peer;
+    conn->peer.log = worker->log;
     /* nginx's own I/O and TLS errors on this connection at info: the
      * limited line from close() says what went wrong */
-    rc->peer.log_error = NGX_ERROR_INFO;
+    conn->peer.log_error = NGX_ERROR_INFO;
 
-    n = ngx_event_connect_peer(&rc->peer);
+    rc = ngx_event_connect_peer(&conn->peer);
 
-    if (n == NGX_ERROR || n == NGX_BUSY || n == NGX_DECLINED) {
-        if (rc->peer.connection) {
-            ngx_close_connection(rc->peer.connection);
-            rc->peer.connection = NULL;
+    if (rc == NGX_ERROR || rc == NGX_BUSY || rc == NGX_DECLINED) {
+        if (conn->peer.connection) {
+            ngx_close_connection(conn->peer.connection);
+            conn->peer.connection = NULL;
         }
-        ngx_http_throttle_redis_back_off(pool, "connect failed");
+        ngx_http_throttle_redis_back_off(worker, "connect failed");
         return NGX_ERROR;
     }
 
-    c = rc->peer.connection;
-    c->data = rc;
-    c->pool = ngx_create_pool(512, pool->log);
-    rc->reader = redisReaderCreate();
+    c = conn->peer.connection;
+    c->data = conn;
+    c->pool = ngx_create_pool(512, worker->log);
+    conn->reader = redisReaderCreate();
 
-    if (c->pool == NULL || rc->reader == NULL) {
-        rc->state = NGX_HTTP_THROTTLE_REDIS_CONNECTING;
-        ngx_http_throttle_redis_close(rc, "out of memory");
+    if (c->pool == NULL || conn->reader == NULL) {
+        conn->state = NGX_HTTP_THROTTLE_REDIS_CONNECTING;
+        ngx_http_throttle_redis_close(conn, "out of memory");
         return NGX_ERROR;
     }
 
-    rc->state = NGX_HTTP_THROTTLE_REDIS_CONNECTING;
+    conn->state = NGX_HTTP_THROTTLE_REDIS_CONNECTING;
     c->read->handler = ngx_http_throttle_redis_connect_handler;
     c->write->handler = ngx_http_throttle_redis_connect_handler;
 
-    if (ngx_http_throttle_redis_queue_setup(rc) != NGX_OK) {
-        ngx_http_throttle_redis_close(rc, "out of memory");
+    if (ngx_http_throttle_redis_queue_setup(conn) != NGX_OK) {
+        ngx_http_throttle_redis_close(conn, "out of memory");
         return NGX_ERROR;
     }
 
-    if (n == NGX_AGAIN) {
+    if (rc == NGX_AGAIN) {
         ngx_add_timer(c->write, backend->connect_timeout);
         return NGX_OK;
     }
 
-    ngx_http_throttle_redis_connected(rc);
+    ngx_http_throttle_redis_connected(conn);
     return NGX_OK;
 }
 
 /* Tears a connection down; what was queued on it is the caller's. */
 static void
-ngx_http_throttle_redis_drop(ngx_http_throttle_redis_conn_t *rc) noexcept
+ngx_http_throttle_redis_drop(ngx_http_throttle_redis_conn_t *conn) noexcept
 {
-    ngx_connection_t *c = rc->peer.connection;
+    ngx_connection_t *c = conn->peer.connection;
 
-    rc->state = NGX_HTTP_THROTTLE_REDIS_CLOSED;
+    conn->state = NGX_HTTP_THROTTLE_REDIS_CLOSED;
 
     if (c) {
 #if (NGX_SSL)
@@ -639,50 +644,50 @@ ngx_http_throttle_redis_drop(ngx_http_throttle_redis_conn_t *rc) noexcept
             c->pool = NULL;
         }
         ngx_close_connection(c);
-        rc->peer.connection = NULL;
+        conn->peer.connection = NULL;
     }
 
-    if (rc->reader) {
-        redisReaderFree(rc->reader);
-        rc->reader = NULL;
+    if (conn->reader) {
+        redisReaderFree(conn->reader);
+        conn->reader = NULL;
     }
 
-    rc->out_pos = 0;
-    rc->out_len = 0;
-    rc->appended = 0;
-    rc->written = 0;
+    conn->out_pos = 0;
+    conn->out_len = 0;
+    conn->appended = 0;
+    conn->written = 0;
 }
 
 /* A failure: the connection goes, the backend backs off, and every command
  * on the connection fails now. */
 static void
-ngx_http_throttle_redis_close(ngx_http_throttle_redis_conn_t *rc,
+ngx_http_throttle_redis_close(ngx_http_throttle_redis_conn_t *conn,
                               const char                     *err) noexcept
 {
-    ngx_queue_t                     failed, *q;
-    ngx_http_throttle_redis_cmd_t  *cmd;
-    ngx_http_throttle_redis_pool_t *pool = rc->pool;
+    ngx_queue_t                       failed, *q;
+    ngx_http_throttle_redis_cmd_t    *cmd;
+    ngx_http_throttle_redis_worker_t *worker = conn->worker;
 
-    if (rc->state == NGX_HTTP_THROTTLE_REDIS_CLOSED) {
+    if (conn->state == NGX_HTTP_THROTTLE_REDIS_CLOSED) {
         return;
     }
 
-    for (q = ngx_queue_head(&rc->sent); q != ngx_queue_sentinel(&rc->sent);
+    for (q = ngx_queue_head(&conn->sent); q != ngx_queue_sentinel(&conn->sent);
          q = ngx_queue_next(q))
     {
         cmd = ngx_queue_data(q, ngx_http_throttle_redis_cmd_t, queue);
-        cmd->sent = rc->written >= cmd->end;
+        cmd->sent = conn->written >= cmd->end;
     }
 
     /* the connection is gone before anyone hears of it: a request resumed
      * below that asks for Redis again finds the backend backing off */
-    ngx_http_throttle_redis_drop(rc);
-    ngx_http_throttle_redis_back_off(pool, err);
+    ngx_http_throttle_redis_drop(conn);
+    ngx_http_throttle_redis_back_off(worker, err);
 
     ngx_queue_init(&failed);
-    if (!ngx_queue_empty(&rc->sent)) {
-        ngx_queue_add(&failed, &rc->sent);
-        ngx_queue_init(&rc->sent);
+    if (!ngx_queue_empty(&conn->sent)) {
+        ngx_queue_add(&failed, &conn->sent);
+        ngx_queue_init(&conn->sent);
     }
 
     while (!ngx_queue_empty(&failed)) {
@@ -703,48 +708,49 @@ ngx_http_throttle_redis_write_handler(ngx_event_t *ev) noexcept
 {
     ssize_t                         n;
     ngx_connection_t               *c = (ngx_connection_t *) ev->data;
-    ngx_http_throttle_redis_conn_t *rc;
+    ngx_http_throttle_redis_conn_t *conn;
 
-    rc = (ngx_http_throttle_redis_conn_t *) c->data;
+    conn = (ngx_http_throttle_redis_conn_t *) c->data;
 
-    while (rc->out_pos < rc->out_len) {
-        n = c->send(c, rc->out + rc->out_pos, rc->out_len - rc->out_pos);
+    while (conn->out_pos < conn->out_len) {
+        n = c->send(c, conn->out + conn->out_pos,
+                    conn->out_len - conn->out_pos);
 
         if (n == NGX_AGAIN) {
             if (ngx_handle_write_event(c->write, 0) != NGX_OK) {
-                ngx_http_throttle_redis_close(rc, "cannot write");
+                ngx_http_throttle_redis_close(conn, "cannot write");
             }
             return;
         }
 
         if (n == NGX_ERROR) {
-            ngx_http_throttle_redis_close(rc, "send failed");
+            ngx_http_throttle_redis_close(conn, "send failed");
             return;
         }
 
-        rc->out_pos += n;
-        rc->written += n;
+        conn->out_pos += n;
+        conn->written += n;
     }
 
-    rc->out_pos = 0;
-    rc->out_len = 0;
+    conn->out_pos = 0;
+    conn->out_len = 0;
 }
 
 /* Hands a reply to its command; false if the connection must go. */
 static bool
-ngx_http_throttle_redis_dispatch(ngx_http_throttle_redis_conn_t *rc,
+ngx_http_throttle_redis_dispatch(ngx_http_throttle_redis_conn_t *conn,
                                  redisReply                     *reply) noexcept
 {
     char                           err[256];
     ngx_queue_t                   *q;
     ngx_http_throttle_redis_cmd_t *cmd;
 
-    if (ngx_queue_empty(&rc->sent)) {
-        ngx_http_throttle_redis_close(rc, "reply to no command");
+    if (ngx_queue_empty(&conn->sent)) {
+        ngx_http_throttle_redis_close(conn, "reply to no command");
         return false;
     }
 
-    q = ngx_queue_head(&rc->sent);
+    q = ngx_queue_head(&conn->sent);
     cmd = ngx_queue_data(q, ngx_http_throttle_redis_cmd_t, queue);
 
     if (cmd->what) {
@@ -753,7 +759,7 @@ ngx_http_throttle_redis_dispatch(ngx_http_throttle_redis_conn_t *rc,
             ngx_snprintf((u_char *) err, sizeof(err) - 1, "%s failed: %*s%Z",
                          cmd->what, (size_t) ngx_min(reply->len, 200),
                          reply->str);
-            ngx_http_throttle_redis_close(rc, err);
+            ngx_http_throttle_redis_close(conn, err);
             return false;
         }
 
@@ -771,22 +777,22 @@ ngx_http_throttle_redis_dispatch(ngx_http_throttle_redis_conn_t *rc,
         cmd->sent_source = 1;
         cmd->deadline = ngx_current_msec + cmd->timeout;
 
-        if (ngx_http_throttle_redis_append_eval(rc, cmd) == NGX_OK) {
-            cmd->end = rc->appended;
-            ngx_queue_insert_tail(&rc->sent, &cmd->queue);
-            ngx_http_throttle_redis_flush(rc);
+        if (ngx_http_throttle_redis_append_eval(conn, cmd) == NGX_OK) {
+            cmd->end = conn->appended;
+            ngx_queue_insert_tail(&conn->sent, &cmd->queue);
+            ngx_http_throttle_redis_flush(conn);
             return true;
         }
     }
 
-    rc->pool->failures = 0;
+    conn->worker->failures = 0;
 
     if (cmd->done) {
         cmd->done(cmd->data, reply, NULL, true);
     }
 
     ngx_free(cmd);
-    return rc->state != NGX_HTTP_THROTTLE_REDIS_CLOSED;
+    return conn->state != NGX_HTTP_THROTTLE_REDIS_CLOSED;
 }
 
 static void
@@ -796,16 +802,16 @@ ngx_http_throttle_redis_read_handler(ngx_event_t *ev) noexcept
     void                           *reply;
     bool                            alive;
     ngx_connection_t               *c = (ngx_connection_t *) ev->data;
-    ngx_http_throttle_redis_conn_t *rc;
+    ngx_http_throttle_redis_conn_t *conn;
     u_char                          buf[NGX_HTTP_THROTTLE_REDIS_READ_SIZE];
     char                            err[160];
 
-    rc = (ngx_http_throttle_redis_conn_t *) c->data;
+    conn = (ngx_http_throttle_redis_conn_t *) c->data;
 
     if (ev->timedout) {
         ngx_snprintf((u_char *) err, sizeof(err) - 1, "no reply within %M ms%Z",
-                     rc->pool->backend->timeout);
-        ngx_http_throttle_redis_close(rc, err);
+                     conn->worker->backend->timeout);
+        ngx_http_throttle_redis_close(conn, err);
         return;
     }
 
@@ -816,33 +822,33 @@ ngx_http_throttle_redis_read_handler(ngx_event_t *ev) noexcept
             break;
         }
 
-        if (n == 0 && ngx_queue_empty(&rc->sent)) {
+        if (n == 0 && ngx_queue_empty(&conn->sent)) {
             /* an idle connection closed by Redis (restart, client
              * timeout): no failure, the next command connects again */
-            ngx_http_throttle_redis_drop(rc);
+            ngx_http_throttle_redis_drop(conn);
             return;
         }
 
         if (n == 0 || n == NGX_ERROR) {
-            ngx_http_throttle_redis_close(rc,
+            ngx_http_throttle_redis_close(conn,
                                           n == 0 ? "connection closed "
                                                    "by Redis"
                                                  : "recv failed");
             return;
         }
 
-        if (redisReaderFeed(rc->reader, (const char *) buf, n) != REDIS_OK) {
-            ngx_http_throttle_redis_close(rc, "out of memory");
+        if (redisReaderFeed(conn->reader, (const char *) buf, n) != REDIS_OK) {
+            ngx_http_throttle_redis_close(conn, "out of memory");
             return;
         }
 
         for (;;) {
             reply = NULL;
 
-            if (redisReaderGetReply(rc->reader, &reply) != REDIS_OK) {
+            if (redisReaderGetReply(conn->reader, &reply) != REDIS_OK) {
                 ngx_snprintf((u_char *) err, sizeof(err) - 1,
-                             "protocol error: %s%Z", rc->reader->errstr);
-                ngx_http_throttle_redis_close(rc, err);
+                             "protocol error: %s%Z", conn->reader->errstr);
+                ngx_http_throttle_redis_close(conn, err);
                 return;
             }
 
@@ -850,7 +856,8 @@ ngx_http_throttle_redis_read_handler(ngx_event_t *ev) noexcept
                 break;
             }
 
-            alive = ngx_http_throttle_redis_dispatch(rc, (redisReply *) reply);
+            alive =
+                ngx_http_throttle_redis_dispatch(conn, (redisReply *) reply);
             freeReplyObject(reply);
 
             if (!alive) {
@@ -859,10 +866,10 @@ ngx_http_throttle_redis_read_handler(ngx_event_t *ev) noexcept
         }
     }
 
-    ngx_http_throttle_redis_arm_timer(rc);
+    ngx_http_throttle_redis_arm_timer(conn);
 
     if (ngx_handle_read_event(c->read, 0) != NGX_OK) {
-        ngx_http_throttle_redis_close(rc, "cannot watch the connection");
+        ngx_http_throttle_redis_close(conn, "cannot watch the connection");
     }
 }
 
@@ -872,29 +879,29 @@ ngx_http_throttle_redis_eval(ngx_http_throttle_redis_t            *backend,
                              ngx_http_throttle_redis_done_pt       done,
                              void *data) noexcept
 {
-    ngx_http_throttle_redis_cmd_t  *cmd;
-    ngx_http_throttle_redis_conn_t *rc;
-    ngx_http_throttle_redis_pool_t *pool = backend->pool;
+    ngx_http_throttle_redis_cmd_t    *cmd;
+    ngx_http_throttle_redis_conn_t   *conn;
+    ngx_http_throttle_redis_worker_t *worker = backend->worker;
 
-    if (pool == NULL || call->nkeys == 0) {
+    if (worker == NULL || call->nkeys == 0) {
         return NULL;
     }
 
-    rc = &pool->conns[pool->next++ % backend->keepalive];
+    conn = &worker->conns[worker->next++ % backend->keepalive];
 
-    if (rc->state == NGX_HTTP_THROTTLE_REDIS_CLOSED) {
-        if ((ngx_msec_int_t) (pool->retry_at - ngx_current_msec) > 0) {
+    if (conn->state == NGX_HTTP_THROTTLE_REDIS_CLOSED) {
+        if ((ngx_msec_int_t) (worker->retry_at - ngx_current_msec) > 0) {
             return NULL; /* backing off: answer now, not in "timeout" */
         }
 
-        if (ngx_http_throttle_redis_connect(rc) != NGX_OK
-            || rc->state == NGX_HTTP_THROTTLE_REDIS_CLOSED)
+        if (ngx_http_throttle_redis_connect(conn) != NGX_OK
+            || conn->state == NGX_HTTP_THROTTLE_REDIS_CLOSED)
         {
             return NULL;
         }
     }
 
-    cmd = ngx_http_throttle_redis_cmd(pool, call);
+    cmd = ngx_http_throttle_redis_cmd(worker, call);
     if (cmd == NULL) {
         return NULL;
     }
@@ -902,20 +909,20 @@ ngx_http_throttle_redis_eval(ngx_http_throttle_redis_t            *backend,
     cmd->done = done;
     cmd->data = data;
 
-    if (ngx_http_throttle_redis_append_eval(rc, cmd) != NGX_OK) {
+    if (ngx_http_throttle_redis_append_eval(conn, cmd) != NGX_OK) {
         ngx_free(cmd);
         return NULL;
     }
 
-    cmd->end = rc->appended;
-    ngx_queue_insert_tail(&rc->sent, &cmd->queue);
+    cmd->end = conn->appended;
+    ngx_queue_insert_tail(&conn->sent, &cmd->queue);
 
-    if (rc->state == NGX_HTTP_THROTTLE_REDIS_READY) {
-        ngx_http_throttle_redis_arm_timer(rc);
-        ngx_http_throttle_redis_flush(rc);
+    if (conn->state == NGX_HTTP_THROTTLE_REDIS_READY) {
+        ngx_http_throttle_redis_arm_timer(conn);
+        ngx_http_throttle_redis_flush(conn);
 
-    } else if (!rc->peer.connection->read->timer_set) {
-        ngx_http_throttle_redis_arm_timer(rc);
+    } else if (!conn->peer.connection->read->timer_set) {
+        ngx_http_throttle_redis_arm_timer(conn);
     }
 
     return cmd;
@@ -924,10 +931,10 @@ ngx_http_throttle_redis_eval(ngx_http_throttle_redis_t            *backend,
 bool
 ngx_http_throttle_redis_backing_off(ngx_http_throttle_redis_t *backend) noexcept
 {
-    ngx_http_throttle_redis_pool_t *pool = backend->pool;
+    ngx_http_throttle_redis_worker_t *worker = backend->worker;
 
-    return pool == NULL
-        || (ngx_msec_int_t) (pool->retry_at - ngx_current_msec) > 0;
+    return worker == NULL
+        || (ngx_msec_int_t) (worker->retry_at - ngx_current_msec) > 0;
 }
 
 void
@@ -941,51 +948,51 @@ ngx_int_t
 ngx_http_throttle_redis_init_worker(ngx_cycle_t               *cycle,
                                     ngx_http_throttle_redis_t *backend) noexcept
 {
-    ngx_uint_t                      i;
-    ngx_http_throttle_redis_pool_t *pool;
+    ngx_uint_t                        i;
+    ngx_http_throttle_redis_worker_t *worker;
 
-    pool = (ngx_http_throttle_redis_pool_t *) ngx_pcalloc(
-        cycle->pool, sizeof(ngx_http_throttle_redis_pool_t));
-    if (pool == NULL) {
+    worker = (ngx_http_throttle_redis_worker_t *) ngx_pcalloc(
+        cycle->pool, sizeof(ngx_http_throttle_redis_worker_t));
+    if (worker == NULL) {
         return NGX_ERROR;
     }
 
-    pool->conns = (ngx_http_throttle_redis_conn_t *) ngx_pcalloc(
+    worker->conns = (ngx_http_throttle_redis_conn_t *) ngx_pcalloc(
         cycle->pool,
         backend->keepalive * sizeof(ngx_http_throttle_redis_conn_t));
-    if (pool->conns == NULL) {
+    if (worker->conns == NULL) {
         return NGX_ERROR;
     }
 
-    pool->backend = backend;
-    pool->log = cycle->log;
+    worker->backend = backend;
+    worker->log = cycle->log;
 
     for (i = 0; i < backend->keepalive; i++) {
-        pool->conns[i].pool = pool;
-        ngx_queue_init(&pool->conns[i].sent);
+        worker->conns[i].worker = worker;
+        ngx_queue_init(&worker->conns[i].sent);
     }
 
-    backend->pool = pool;
+    backend->worker = worker;
     return NGX_OK;
 }
 
 void
 ngx_http_throttle_redis_exit_worker(ngx_http_throttle_redis_t *backend) noexcept
 {
-    ngx_uint_t                      i;
-    ngx_http_throttle_redis_pool_t *pool = backend->pool;
+    ngx_uint_t                        i;
+    ngx_http_throttle_redis_worker_t *worker = backend->worker;
 
-    if (pool == NULL) {
+    if (worker == NULL) {
         return;
     }
 
-    pool->logged_at = ngx_current_msec; /* exiting is not worth a line */
+    worker->logged_at = ngx_current_msec; /* exiting is not worth a line */
 
     for (i = 0; i < backend->keepalive; i++) {
-        ngx_http_throttle_redis_close(&pool->conns[i], "worker exiting");
-        ngx_free(pool->conns[i].out);
-        pool->conns[i].out = NULL;
+        ngx_http_throttle_redis_close(&worker->conns[i], "worker exiting");
+        ngx_free(worker->conns[i].out);
+        worker->conns[i].out = NULL;
     }
 
-    backend->pool = NULL;
+    backend->worker = NULL;
 }
