@@ -9,6 +9,7 @@
  * dead Redis.
  */
 
+#include "ngx_http_throttle_log.h"
 #include "ngx_http_throttle_redis.h"
 
 extern "C" {
@@ -51,8 +52,7 @@ struct ngx_http_throttle_redis_worker_s {
     ngx_uint_t                      next;
     ngx_uint_t                      failures; /* in a row */
     ngx_msec_t                      retry_at;
-    ngx_msec_t                      logged_at;
-    ngx_uint_t                      suppressed;
+    ngx_http_throttle_log_limit_t   error_log;
     ngx_log_t                      *log;
 };
 
@@ -85,18 +85,18 @@ ngx_http_throttle_redis_log_error(ngx_http_throttle_redis_worker_t *worker,
 {
     ngx_http_throttle_redis_t *backend = worker->backend;
 
-    if (worker->logged_at && ngx_current_msec - worker->logged_at < 1000) {
-        worker->suppressed++;
+    if (!ngx_http_throttle_log_due(&worker->error_log, ngx_current_msec, 1000))
+    {
         return;
     }
 
     ngx_log_error(
         NGX_LOG_ERR, worker->log, 0, "throttle redis \"%V\" (%V): %s%s",
         &backend->name, &backend->url.url, err,
-        worker->suppressed ? " (and earlier errors, not logged)" : "");
+        worker->error_log.suppressed ? " (and earlier errors, not logged)"
+                                     : "");
 
-    worker->logged_at = ngx_current_msec;
-    worker->suppressed = 0;
+    worker->error_log.suppressed = 0;
 }
 
 /* No new connection before a delay that doubles with each failure in a
@@ -986,7 +986,9 @@ ngx_http_throttle_redis_exit_worker(ngx_http_throttle_redis_t *backend) noexcept
         return;
     }
 
-    worker->logged_at = ngx_current_msec; /* exiting is not worth a line */
+    /* exiting is not worth a line: as if one had just gone out, the
+     * closes below are held back */
+    worker->error_log.last = ngx_current_msec;
 
     for (i = 0; i < backend->keepalive; i++) {
         ngx_http_throttle_redis_close(&worker->conns[i], "worker exiting");
