@@ -46,7 +46,7 @@ typedef struct {
 struct ngx_http_throttle_redis_worker_s {
     ngx_http_throttle_redis_t      *backend;
     ngx_http_throttle_redis_conn_t *conns; /* "keepalive" of them */
-    ngx_uint_t                      next;  /* the one the next command takes */
+    ngx_uint_t                      next;  /* round robin, modulo "keepalive" */
     ngx_uint_t                      failures; /* in a row */
     ngx_msec_t                      retry_at;
     ngx_http_throttle_log_limit_t   error_log;
@@ -63,7 +63,7 @@ struct ngx_http_throttle_redis_cmd_s {
     const throttle::Script         *script;
     uint64_t                        end; /* its last byte, in "appended" */
     unsigned                        sent_source : 1; /* as EVAL */
-    unsigned                        sent : 1; /* written, when it failed */
+    unsigned                        sent : 1; /* written, set on failure */
     ngx_uint_t                      nkeys;
     ngx_uint_t                      nargs; /* keys and ARGV */
     ngx_str_t                       args[1];
