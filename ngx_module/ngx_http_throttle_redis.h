@@ -1,5 +1,5 @@
 /*
- * The Redis transport: a pool of connections per worker and backend, on
+ * The Redis transport: a set of connections per worker and backend, on
  * nginx's own event loop (no worker ever blocks), with hiredis as the RESP
  * codec, nginx's SSL for TLS, and nginx timers for every timeout.
  */
@@ -18,8 +18,11 @@ extern "C" {
 
 struct redisReply;
 
-typedef struct ngx_http_throttle_redis_pool_s ngx_http_throttle_redis_pool_t;
-typedef struct ngx_http_throttle_redis_cmd_s  ngx_http_throttle_redis_cmd_t;
+/* A worker's connections to one backend. */
+typedef struct ngx_http_throttle_redis_worker_s
+    ngx_http_throttle_redis_worker_t;
+
+typedef struct ngx_http_throttle_redis_cmd_s ngx_http_throttle_redis_cmd_t;
 
 /* A "throttle_redis" backend, as configured. */
 typedef struct {
@@ -39,7 +42,7 @@ typedef struct {
 #if (NGX_SSL)
     ngx_ssl_t *ssl;
 #endif
-    ngx_http_throttle_redis_pool_t *pool; /* this worker's */
+    ngx_http_throttle_redis_worker_t *worker; /* this worker's connections */
 } ngx_http_throttle_redis_t;
 
 /*

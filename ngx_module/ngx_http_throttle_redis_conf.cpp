@@ -7,7 +7,7 @@
  */
 
 #include "ngx_http_throttle_params.h"
-#include "ngx_http_throttle_redis.h"
+#include "ngx_http_throttle_redis_conn.h"
 
 extern "C" {
 #include <ngx_http.h>
@@ -16,81 +16,8 @@ extern "C" {
 #include "throttle/headers.hpp"
 #include "throttle/parse.hpp"
 
-#include <new>
-
 #define NGX_HTTP_THROTTLE_REDIS_MAX_KEEPALIVE 64
 #define NGX_HTTP_THROTTLE_REDIS_MAX_DATABASE 1000000
-
-#if (NGX_SSL)
-
-static char *
-ngx_http_throttle_redis_set_tls(ngx_conf_t                *cf,
-                                ngx_http_throttle_redis_t *backend) noexcept
-{
-    ngx_pool_cleanup_t *cln;
-
-    backend->ssl = (ngx_ssl_t *) ngx_pcalloc(cf->pool, sizeof(ngx_ssl_t));
-    if (backend->ssl == NULL) {
-        return (char *) NGX_CONF_ERROR;
-    }
-
-    backend->ssl->log = cf->log;
-
-    if (ngx_ssl_create(backend->ssl, NGX_SSL_TLSv1_2 | NGX_SSL_TLSv1_3, NULL)
-        != NGX_OK)
-    {
-        return (char *) NGX_CONF_ERROR;
-    }
-
-    cln = ngx_pool_cleanup_add(cf->pool, 0);
-    if (cln == NULL) {
-        ngx_ssl_cleanup_ctx(backend->ssl);
-        return (char *) NGX_CONF_ERROR;
-    }
-
-    cln->handler = ngx_ssl_cleanup_ctx;
-    cln->data = backend->ssl;
-
-    if (!backend->tls_verify) {
-        return NGX_CONF_OK;
-    }
-
-    if (backend->tls_trusted_certificate.len == 0) {
-        /* the system's trust store */
-        if (SSL_CTX_set_default_verify_paths(backend->ssl->ctx) != 1) {
-            ngx_log_error(NGX_LOG_EMERG, cf->log, 0,
-                          "\"throttle_redis\" \"%V\": cannot load the "
-                          "system's trusted certificates",
-                          &backend->name);
-            return (char *) NGX_CONF_ERROR;
-        }
-
-        return NGX_CONF_OK;
-    }
-
-    if (ngx_conf_full_name(cf->cycle, &backend->tls_trusted_certificate, 1)
-            != NGX_OK
-        || access((const char *) backend->tls_trusted_certificate.data, R_OK)
-            != 0)
-    {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, ngx_errno,
-                           "\"throttle_redis\" \"%V\": cannot read "
-                           "tls_trusted_certificate=%V",
-                           &backend->name, &backend->tls_trusted_certificate);
-        return (char *) NGX_CONF_ERROR;
-    }
-
-    if (ngx_ssl_trusted_certificate(cf, backend->ssl,
-                                    &backend->tls_trusted_certificate, 10)
-        != NGX_OK)
-    {
-        return (char *) NGX_CONF_ERROR;
-    }
-
-    return NGX_CONF_OK;
-}
-
-#endif
 
 static char *
 ngx_http_throttle_redis_server(ngx_conf_t                      *cf,
@@ -207,15 +134,7 @@ ngx_http_throttle_redis_check(ngx_conf_t                *cf,
         return NGX_CONF_OK;
     }
 
-#if (NGX_SSL)
     return ngx_http_throttle_redis_set_tls(cf, backend);
-#else
-    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                       "\"throttle_redis\" \"%V\": \"tls\" needs nginx built "
-                       "with SSL",
-                       &backend->name);
-    return (char *) NGX_CONF_ERROR;
-#endif
 }
 
 char *

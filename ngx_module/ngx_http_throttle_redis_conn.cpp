@@ -1,0 +1,382 @@
+/*
+ * One Redis connection's life, on nginx's event loop: it connects
+ * (ngx_event_connect_peer, within "connect_timeout"), goes through TLS if
+ * asked, then writes what its commands queued and reads their replies
+ * with hiredis's redisReader. The read timer is the oldest command's
+ * deadline. A failure closes it and fails every command on it; an idle
+ * connection Redis closes just goes, and the next command connects again.
+ */
+
+#include "ngx_http_throttle_redis_conn.h"
+
+#define NGX_HTTP_THROTTLE_REDIS_READ_SIZE 16384
+
+static void ngx_http_throttle_redis_connect_handler(ngx_event_t *ev) noexcept;
+static void ngx_http_throttle_redis_connected(
+    ngx_http_throttle_redis_conn_t *conn) noexcept;
+static void ngx_http_throttle_redis_write_handler(ngx_event_t *ev) noexcept;
+static void ngx_http_throttle_redis_read_handler(ngx_event_t *ev) noexcept;
+static bool
+ngx_http_throttle_redis_read_replies(ngx_http_throttle_redis_conn_t *conn,
+                                     u_char *buf, size_t size) noexcept;
+static void
+ngx_http_throttle_redis_close(ngx_http_throttle_redis_conn_t *conn) noexcept;
+
+/* A new connection, with AUTH and SELECT queued first; NGX_ERROR if there
+ * is none (the backend backs off). */
+ngx_int_t
+ngx_http_throttle_redis_connect(ngx_http_throttle_redis_conn_t *conn) noexcept
+{
+    ngx_int_t                         rc;
+    ngx_connection_t                 *c;
+    ngx_http_throttle_redis_worker_t *worker = conn->worker;
+    ngx_http_throttle_redis_t        *backend = worker->backend;
+
+    ngx_memzero(&conn->peer, sizeof(ngx_peer_connection_t));
+    conn->peer.sockaddr = backend->url.addrs[0].sockaddr;
+    conn->peer.socklen = backend->url.addrs[0].socklen;
+    conn->peer.name = &backend->url.addrs[0].name;
+    conn->peer.get = ngx_event_get_peer;
+    conn->peer.log = worker->log;
+    /* nginx's own I/O and TLS errors on this connection at info: the
+     * limited line from fail() says what went wrong */
+    conn->peer.log_error = NGX_ERROR_INFO;
+
+    rc = ngx_event_connect_peer(&conn->peer);
+
+    if (rc == NGX_ERROR || rc == NGX_BUSY || rc == NGX_DECLINED) {
+        if (conn->peer.connection) {
+            ngx_close_connection(conn->peer.connection);
+            conn->peer.connection = NULL;
+        }
+        ngx_http_throttle_redis_back_off(worker, "connect failed");
+        return NGX_ERROR;
+    }
+
+    c = conn->peer.connection;
+    c->data = conn;
+    conn->state = NGX_HTTP_THROTTLE_REDIS_CONNECTING;
+    c->pool = ngx_create_pool(512, worker->log);
+    conn->reader = redisReaderCreate();
+
+    if (c->pool == NULL || conn->reader == NULL) {
+        ngx_http_throttle_redis_fail(conn, "out of memory");
+        return NGX_ERROR;
+    }
+
+    c->read->handler = ngx_http_throttle_redis_connect_handler;
+    c->write->handler = ngx_http_throttle_redis_connect_handler;
+
+    if (ngx_http_throttle_redis_queue_setup(conn) != NGX_OK) {
+        ngx_http_throttle_redis_fail(conn, "out of memory");
+        return NGX_ERROR;
+    }
+
+    if (rc == NGX_AGAIN) {
+        ngx_add_timer(c->write, backend->connect_timeout);
+        return NGX_OK;
+    }
+
+    ngx_http_throttle_redis_connected(conn);
+    return NGX_OK;
+}
+
+static void
+ngx_http_throttle_redis_connect_handler(ngx_event_t *ev) noexcept
+{
+    int                             err = 0;
+    socklen_t                       len = sizeof(int);
+    ngx_connection_t               *c = (ngx_connection_t *) ev->data;
+    ngx_http_throttle_redis_conn_t *conn;
+
+    conn = (ngx_http_throttle_redis_conn_t *) c->data;
+
+    if (ev->timedout) {
+        ngx_http_throttle_redis_fail(conn, "timed out connecting");
+        return;
+    }
+
+    if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, (void *) &err, &len) == -1) {
+        err = ngx_socket_errno;
+    }
+
+    if (err) {
+        ngx_http_throttle_redis_fail(conn, strerror(err));
+        return;
+    }
+
+    ngx_http_throttle_redis_connected(conn);
+}
+
+static void
+ngx_http_throttle_redis_connected(ngx_http_throttle_redis_conn_t *conn) noexcept
+{
+#if (NGX_SSL)
+    if (conn->worker->backend->tls) {
+        ngx_http_throttle_redis_start_tls(conn);
+        return;
+    }
+#endif
+
+    ngx_http_throttle_redis_ready(conn);
+}
+
+/* Connected (and through TLS): what was queued meanwhile goes out. */
+void
+ngx_http_throttle_redis_ready(ngx_http_throttle_redis_conn_t *conn) noexcept
+{
+    ngx_connection_t *c = conn->peer.connection;
+
+    conn->state = NGX_HTTP_THROTTLE_REDIS_READY;
+
+    c->read->handler = ngx_http_throttle_redis_read_handler;
+    c->write->handler = ngx_http_throttle_redis_write_handler;
+
+    if (c->write->timer_set) {
+        ngx_del_timer(c->write);
+    }
+
+    ngx_http_throttle_redis_arm_timer(conn);
+    ngx_http_throttle_redis_flush(conn);
+
+    if (ngx_handle_read_event(c->read, 0) != NGX_OK) {
+        ngx_http_throttle_redis_fail(conn, "cannot watch the connection");
+    }
+}
+
+/* The read timer: the oldest command's deadline, none when none waits. */
+void
+ngx_http_throttle_redis_arm_timer(ngx_http_throttle_redis_conn_t *conn) noexcept
+{
+    ngx_event_t                   *rev = conn->peer.connection->read;
+    ngx_http_throttle_redis_cmd_t *head;
+    ngx_msec_int_t                 left;
+
+    if (ngx_queue_empty(&conn->awaiting)) {
+        if (rev->timer_set) {
+            ngx_del_timer(rev);
+        }
+        return;
+    }
+
+    head = ngx_queue_data(ngx_queue_head(&conn->awaiting),
+                          ngx_http_throttle_redis_cmd_t, queue);
+    left = (ngx_msec_int_t) (head->deadline - ngx_current_msec);
+
+    ngx_add_timer(rev, left > 0 ? (ngx_msec_t) left : 1);
+}
+
+void
+ngx_http_throttle_redis_flush(ngx_http_throttle_redis_conn_t *conn) noexcept
+{
+    ngx_connection_t *c = conn->peer.connection;
+
+    if (conn->state == NGX_HTTP_THROTTLE_REDIS_READY
+        && conn->out_pos < conn->out_len && !c->write->posted)
+    {
+        /* one write for all commands queued in this event loop turn */
+        ngx_post_event(c->write, &ngx_posted_events);
+    }
+}
+
+static void
+ngx_http_throttle_redis_write_handler(ngx_event_t *ev) noexcept
+{
+    ssize_t                         n;
+    ngx_connection_t               *c = (ngx_connection_t *) ev->data;
+    ngx_http_throttle_redis_conn_t *conn;
+
+    conn = (ngx_http_throttle_redis_conn_t *) c->data;
+
+    while (conn->out_pos < conn->out_len) {
+        n = c->send(c, conn->out + conn->out_pos,
+                    conn->out_len - conn->out_pos);
+
+        if (n == NGX_AGAIN) {
+            if (ngx_handle_write_event(c->write, 0) != NGX_OK) {
+                ngx_http_throttle_redis_fail(conn, "cannot write");
+            }
+            return;
+        }
+
+        if (n == NGX_ERROR) {
+            ngx_http_throttle_redis_fail(conn, "send failed");
+            return;
+        }
+
+        conn->out_pos += n;
+        conn->written += n;
+    }
+
+    conn->out_pos = 0;
+    conn->out_len = 0;
+}
+
+static void
+ngx_http_throttle_redis_read_handler(ngx_event_t *ev) noexcept
+{
+    ssize_t                         n;
+    ngx_connection_t               *c = (ngx_connection_t *) ev->data;
+    ngx_http_throttle_redis_conn_t *conn;
+    u_char                          buf[NGX_HTTP_THROTTLE_REDIS_READ_SIZE];
+    char                            err[160];
+
+    conn = (ngx_http_throttle_redis_conn_t *) c->data;
+
+    if (ev->timedout) {
+        ngx_snprintf((u_char *) err, sizeof(err) - 1, "no reply within %M ms%Z",
+                     conn->worker->backend->timeout);
+        ngx_http_throttle_redis_fail(conn, err);
+        return;
+    }
+
+    for (;;) {
+        n = c->recv(c, buf, sizeof(buf));
+
+        if (n == NGX_AGAIN) {
+            break;
+        }
+
+        if (n == 0 && ngx_queue_empty(&conn->awaiting)) {
+            /* an idle connection closed by Redis (restart, client
+             * timeout): no failure, the next command connects again */
+            ngx_http_throttle_redis_close(conn);
+            return;
+        }
+
+        if (n == 0 || n == NGX_ERROR) {
+            ngx_http_throttle_redis_fail(conn,
+                                         n == 0 ? "connection closed "
+                                                  "by Redis"
+                                                : "recv failed");
+            return;
+        }
+
+        if (!ngx_http_throttle_redis_read_replies(conn, buf, n)) {
+            return;
+        }
+    }
+
+    ngx_http_throttle_redis_arm_timer(conn);
+
+    if (ngx_handle_read_event(c->read, 0) != NGX_OK) {
+        ngx_http_throttle_redis_fail(conn, "cannot watch the connection");
+    }
+}
+
+/* Feeds what was read to the RESP reader and hands every reply it
+ * completes to its command; false if the connection is gone. */
+static bool
+ngx_http_throttle_redis_read_replies(ngx_http_throttle_redis_conn_t *conn,
+                                     u_char *buf, size_t size) noexcept
+{
+    void *reply;
+    bool  alive;
+    char  err[160];
+
+    if (redisReaderFeed(conn->reader, (const char *) buf, size) != REDIS_OK) {
+        ngx_http_throttle_redis_fail(conn, "out of memory");
+        return false;
+    }
+
+    for (;;) {
+        reply = NULL;
+
+        if (redisReaderGetReply(conn->reader, &reply) != REDIS_OK) {
+            ngx_snprintf((u_char *) err, sizeof(err) - 1,
+                         "protocol error: %s%Z", conn->reader->errstr);
+            ngx_http_throttle_redis_fail(conn, err);
+            return false;
+        }
+
+        if (reply == NULL) {
+            return true;
+        }
+
+        alive = ngx_http_throttle_redis_dispatch(conn, (redisReply *) reply);
+        freeReplyObject(reply);
+
+        if (!alive) {
+            return false;
+        }
+    }
+}
+
+/* Tears a connection down; what was queued on it is the caller's. */
+static void
+ngx_http_throttle_redis_close(ngx_http_throttle_redis_conn_t *conn) noexcept
+{
+    ngx_connection_t *c = conn->peer.connection;
+
+    conn->state = NGX_HTTP_THROTTLE_REDIS_CLOSED;
+
+    if (c) {
+#if (NGX_SSL)
+        if (c->ssl) {
+            c->ssl->no_wait_shutdown = 1;
+            c->ssl->no_send_shutdown = 1;
+            (void) ngx_ssl_shutdown(c);
+        }
+#endif
+        if (c->pool) {
+            ngx_destroy_pool(c->pool);
+            c->pool = NULL;
+        }
+        ngx_close_connection(c);
+        conn->peer.connection = NULL;
+    }
+
+    if (conn->reader) {
+        redisReaderFree(conn->reader);
+        conn->reader = NULL;
+    }
+
+    conn->out_pos = 0;
+    conn->out_len = 0;
+    conn->appended = 0;
+    conn->written = 0;
+}
+
+/* A failure: the connection goes, the backend backs off, and every command
+ * on the connection fails now. */
+void
+ngx_http_throttle_redis_fail(ngx_http_throttle_redis_conn_t *conn,
+                             const char                     *err) noexcept
+{
+    ngx_queue_t                    failed, *q;
+    ngx_http_throttle_redis_cmd_t *cmd;
+
+    if (conn->state == NGX_HTTP_THROTTLE_REDIS_CLOSED) {
+        return;
+    }
+
+    for (q = ngx_queue_head(&conn->awaiting);
+         q != ngx_queue_sentinel(&conn->awaiting); q = ngx_queue_next(q))
+    {
+        cmd = ngx_queue_data(q, ngx_http_throttle_redis_cmd_t, queue);
+        cmd->sent = conn->written >= cmd->end;
+    }
+
+    /* the connection is gone before anyone hears of it: a request resumed
+     * below that asks for Redis again finds the backend backing off */
+    ngx_http_throttle_redis_close(conn);
+    ngx_http_throttle_redis_back_off(conn->worker, err);
+
+    ngx_queue_init(&failed);
+    if (!ngx_queue_empty(&conn->awaiting)) {
+        ngx_queue_add(&failed, &conn->awaiting);
+        ngx_queue_init(&conn->awaiting);
+    }
+
+    while (!ngx_queue_empty(&failed)) {
+        q = ngx_queue_head(&failed);
+        ngx_queue_remove(q);
+        cmd = ngx_queue_data(q, ngx_http_throttle_redis_cmd_t, queue);
+
+        if (cmd->done) {
+            cmd->done(cmd->data, NULL, err, cmd->sent);
+        }
+
+        ngx_free(cmd);
+    }
+}
