@@ -90,87 +90,16 @@ use warnings;
 use Carp qw(croak);
 use File::Basename qw(dirname);
 use File::Temp;
-use IO::Select;
-use IO::Socket::INET;
-use POSIX qw(WNOHANG);
-use Time::HiRes qw(sleep time);
+use Processes qw($TIMEOUT wait_until free_port read_file fork_child exited
+                 kill_wait run_cmd);
 
 our $SERVER  = $ENV{TEST_REDIS_SERVER} || '/usr/bin/redis-server';
 our $CLI     = $ENV{TEST_REDIS_CLI}    || '/usr/bin/redis-cli';
-our $TIMEOUT = $ENV{TEST_THROTTLE_TIMEOUT} || 5;
 
 our $ADMIN_USER = 'harness';
 our $ADMIN_PASS = 'harness-secret';
 
-my %children;    # pid => 1: servers and fakes still running
-
 sub available { return -x $SERVER && -x $CLI }
-
-sub free_port {
-    my $s = IO::Socket::INET->new(
-        LocalAddr => '127.0.0.1',
-        LocalPort => 0,
-        Proto     => 'tcp',
-        Listen    => 1,
-        ReuseAddr => 1,
-    ) or die "cannot bind 127.0.0.1:0: $!";
-    my $port = $s->sockport;
-    close $s;
-    return $port;
-}
-
-# ---------------------------------------------------------------------------
-# Processes
-
-sub _spawn {
-    my (@cmd) = @_;
-    my $pid = fork;
-    die "fork: $!" unless defined $pid;
-    if ($pid == 0) {
-        open STDIN, '<', '/dev/null';
-        open STDOUT, '>', '/dev/null';
-        # stderr stays: redis-server reports bad configuration there
-        exec @cmd or POSIX::_exit(127);
-    }
-    $children{$pid} = 1;
-    return $pid;
-}
-
-sub _exited {
-    my ($pid) = @_;
-    return 1 unless $children{$pid};
-    my $r = waitpid $pid, WNOHANG;
-    if ($r == $pid || $r == -1) {
-        delete $children{$pid};
-        return 1;
-    }
-    return 0;
-}
-
-sub _kill_wait {
-    my ($pid, $signal) = @_;
-    return unless $pid && $children{$pid};
-    kill 'CONT', $pid;    # a stopped process cannot act on TERM
-    kill $signal, $pid;
-    my $deadline = time + $TIMEOUT;
-    while (time < $deadline) {
-        return if _exited($pid);
-        sleep 0.01;
-    }
-    kill 'KILL', $pid;
-    waitpid $pid, 0;
-    delete $children{$pid};
-}
-
-END {
-    my $status = $?;
-    for my $pid (keys %children) {
-        kill 'CONT', $pid;
-        kill 'KILL', $pid;
-        waitpid $pid, 0;
-    }
-    $? = $status;
-}
 
 # ---------------------------------------------------------------------------
 # Servers
@@ -221,20 +150,23 @@ sub _write_conf {
 
 sub _run {
     my ($self) = @_;
-    $self->{pid} = _spawn($SERVER, "$self->{path}/redis.conf",
-                          '--save', '', '--appendonly', 'no');
-    my $deadline = time + $TIMEOUT;
+    my @cmd = ($SERVER, "$self->{path}/redis.conf",
+               '--save', '', '--appendonly', 'no');
+    $self->{pid} = fork_child(sub {
+        open STDOUT, '>', '/dev/null';
+        # stderr stays: redis-server reports bad configuration there
+        exec @cmd;
+    });
     my $err = '';
-    while (time < $deadline) {
-        if (_exited($self->{pid})) {
+    return if wait_until($TIMEOUT, sub {
+        if (exited($self->{pid})) {
             delete $self->{pid};
             die "redis-server exited at start:\n" . $self->log;
         }
         my $pong = eval { $self->cmd('PING') };
         $err = $@;
-        return if defined $pong && "$pong" eq 'PONG';
-        sleep 0.02;
-    }
+        return defined $pong && "$pong" eq 'PONG';
+    });
     $self->stop;
     die "redis-server on port $self->{port} not ready after ${TIMEOUT}s: "
         . "$err\n" . $self->log;
@@ -244,30 +176,19 @@ sub port { $_[0]{port} }
 sub pid  { $_[0]{pid} }
 sub dir  { $_[0]{path} }
 sub tls  { $_[0]{tls} }
-sub running { my $p = $_[0]{pid}; return $p && !_exited($p) }
+sub running { my $p = $_[0]{pid}; return $p && !exited($p) }
 
-sub log {
-    my ($self) = @_;
-    open my $fh, '<', "$self->{path}/redis.log" or return '';
-    local $/;
-    my $t = <$fh> // '';
-    close $fh;
-    return $t;
-}
+sub log { read_file("$_[0]{path}/redis.log") }
 
-sub stop {
-    my ($self) = @_;
-    $self->_drop_client;
-    _kill_wait(delete $self->{pid}, 'TERM') if $self->{pid};
-    delete $self->{paused};
-    return $self;
-}
+sub stop { $_[0]->_end('TERM') }
 
 # SIGKILL: no goodbye to the clients.
-sub kill_hard {
-    my ($self) = @_;
+sub kill_hard { $_[0]->_end('KILL') }
+
+sub _end {
+    my ($self, $signal) = @_;
     $self->_drop_client;
-    _kill_wait(delete $self->{pid}, 'KILL') if $self->{pid};
+    kill_wait(delete $self->{pid}, $signal) if $self->{pid};
     delete $self->{paused};
     return $self;
 }
@@ -453,43 +374,6 @@ sub keys_matching {
     $c->close;
     my %seen;
     return sort grep { !$seen{$_}++ } @out;
-}
-
-# ---------------------------------------------------------------------------
-# Helpers
-
-# Runs a command (array ref) with a time bound: (exit code, stdout+stderr).
-sub run_cmd {
-    my ($cmd, $timeout) = @_;
-    $timeout //= $TIMEOUT * 2;
-    my $out = File::Temp->new(TMPDIR => 1);
-    my $pid = fork;
-    die "fork: $!" unless defined $pid;
-    if ($pid == 0) {
-        open STDIN, '<', '/dev/null';
-        open STDOUT, '>', $out->filename;
-        open STDERR, '>&', \*STDOUT;
-        exec @$cmd or POSIX::_exit(127);
-    }
-    my $deadline = time + $timeout;
-    my $status;
-    while (1) {
-        my $r = waitpid $pid, WNOHANG;
-        if ($r == $pid) { $status = $? >> 8; last }
-        if (time > $deadline) {
-            kill 'KILL', $pid;
-            waitpid $pid, 0;
-            $status = -1;
-            last;
-        }
-        sleep 0.005;
-    }
-    open my $fh, '<', $out->filename or die $!;
-    local $/;
-    my $text = <$fh> // '';
-    close $fh;
-    $text .= "\n(command timed out)\n" if $status == -1;
-    return ($status, $text);
 }
 
 =head1 TLS FIXTURES
@@ -701,45 +585,45 @@ sub start {
     ) or die "fake redis: cannot listen: $!";
     my $port = $listen->sockport;
 
-    my $pid = fork;
-    die "fork: $!" unless defined $pid;
-    if ($pid == 0) {
-        $SIG{PIPE} = 'IGNORE';
-        my $sel = IO::Select->new($listen);
-        my %buf;
-        while (1) {
-            for my $fh ($sel->can_read(1)) {
-                if ($fh == $listen) {
-                    my $c = $listen->accept or next;
-                    $sel->add($c);
-                    $buf{$c} = '';
-                    next;
-                }
-                my $r = sysread $fh, $buf{$fh}, 65536, length $buf{$fh};
-                if (!$r) {
-                    $sel->remove($fh);
-                    delete $buf{$fh};
-                    close $fh;
-                    next;
-                }
-                if ($mode eq 'garbage') {
-                    syswrite $fh, "\x01\x02 this is not RESP }{\r\n";
-                    $buf{$fh} = '';
-                } elsif ($mode ne 'silent') {
-                    while (defined(my $cmd = _take_command(\$buf{$fh}))) {
-                        my $reply = "+OK\r\n";
-                        $reply = "*2\r\n:0\r\n:1\r\n"
-                            if $mode eq 'short' && $cmd =~ /^(EVALSHA|EVAL)$/i;
-                        syswrite $fh, $reply;
-                    }
+    my $pid = Processes::fork_child(sub { _serve($listen, $mode) });
+    close $listen;
+    return bless { pid => $pid, port => $port, mode => $mode }, $class;
+}
+
+# The child: answers every connection as the mode says, until killed.
+sub _serve {
+    my ($listen, $mode) = @_;
+    $SIG{PIPE} = 'IGNORE';
+    my $sel = IO::Select->new($listen);
+    my %buf;
+    while (1) {
+        for my $fh ($sel->can_read(1)) {
+            if ($fh == $listen) {
+                my $c = $listen->accept or next;
+                $sel->add($c);
+                $buf{$c} = '';
+                next;
+            }
+            my $r = sysread $fh, $buf{$fh}, 65536, length $buf{$fh};
+            if (!$r) {
+                $sel->remove($fh);
+                delete $buf{$fh};
+                close $fh;
+                next;
+            }
+            if ($mode eq 'garbage') {
+                syswrite $fh, "\x01\x02 this is not RESP }{\r\n";
+                $buf{$fh} = '';
+            } elsif ($mode ne 'silent') {
+                while (defined(my $cmd = _take_command(\$buf{$fh}))) {
+                    my $reply = "+OK\r\n";
+                    $reply = "*2\r\n:0\r\n:1\r\n"
+                        if $mode eq 'short' && $cmd =~ /^(EVALSHA|EVAL)$/i;
+                    syswrite $fh, $reply;
                 }
             }
         }
-        POSIX::_exit(0);
     }
-    close $listen;
-    $children{$pid} = 1;
-    return bless { pid => $pid, port => $port, mode => $mode }, $class;
 }
 
 # Removes one complete RESP command (an array of bulk strings) from the
@@ -769,7 +653,7 @@ sub pid  { $_[0]{pid} }
 
 sub stop {
     my ($self) = @_;
-    RedisServer::_kill_wait(delete $self->{pid}, 'KILL') if $self->{pid};
+    Processes::kill_wait(delete $self->{pid}, 'KILL') if $self->{pid};
 }
 
 sub DESTROY {
@@ -784,7 +668,7 @@ package RedisServer::Closed;
 
 # A loopback port where nothing listens (connections are refused).
 
-sub new  { bless { port => RedisServer::free_port() }, $_[0] }
+sub new  { bless { port => Processes::free_port() }, $_[0] }
 sub port { $_[0]{port} }
 sub stop { }
 

@@ -257,10 +257,11 @@ use File::Temp;
 use FindBin;
 use IO::Select;
 use IO::Socket::INET;
-use POSIX qw(WNOHANG);
 use Test::Base ();    # only its data-block parser; assertions: Test::More
 use Test::More;
 use Time::HiRes qw(sleep time);
+use Processes qw($TIMEOUT free_port read_file run_cmd children_of alive
+                 wait_gone wait_until);
 use RedisServer;
 
 our @EXPORT = qw(run_blocks start_instance stop_instance http_request
@@ -269,7 +270,6 @@ our @EXPORT = qw(run_blocks start_instance stop_instance http_request
 my $NGINX  = $ENV{TEST_NGINX_BINARY} || '/usr/sbin/nginx';
 my $MODULE = $ENV{TEST_THROTTLE_MODULE}
     || File::Spec->rel2abs("$FindBin::Bin/../build/ngx_http_throttle_module.so");
-my $TIMEOUT = $ENV{TEST_THROTTLE_TIMEOUT} || 5;    # seconds, every wait
 
 my %running;    # master pid => prefix, for the END block
 
@@ -370,19 +370,6 @@ sub run_block {
 
 # ---------------------------------------------------------------------------
 # Prefix, configuration
-
-sub free_port {
-    my $s = IO::Socket::INET->new(
-        LocalAddr => '127.0.0.1',
-        LocalPort => 0,
-        Proto     => 'tcp',
-        Listen    => 1,
-        ReuseAddr => 1,
-    ) or die "cannot bind 127.0.0.1:0: $!";
-    my $port = $s->sockport;
-    close $s;
-    return $port;
-}
 
 sub setup_prefix {
     my ($sec) = @_;
@@ -534,77 +521,9 @@ CONF
 # ---------------------------------------------------------------------------
 # Processes
 
-# Runs a command with a time bound; returns (exit code, stdout+stderr).
-sub run_cmd {
-    my (@cmd) = @_;
-    my $out = File::Temp->new(TMPDIR => 1);
-    my $pid = fork;
-    die "fork: $!" unless defined $pid;
-    if ($pid == 0) {
-        open STDIN, '<', '/dev/null';
-        open STDOUT, '>', $out->filename;
-        open STDERR, '>&', \*STDOUT;
-        exec @cmd or POSIX::_exit(127);
-    }
-    my $deadline = time + $TIMEOUT * 2;
-    my $status;
-    while (1) {
-        my $r = waitpid $pid, WNOHANG;
-        if ($r == $pid) { $status = $? >> 8; last }
-        if (time > $deadline) {
-            kill 'KILL', $pid;
-            waitpid $pid, 0;
-            $status = -1;
-            last;
-        }
-        sleep 0.01;
-    }
-    open my $fh, '<', $out->filename or die $!;
-    local $/;
-    my $text = <$fh> // '';
-    close $fh;
-    $text .= "\n(command timed out)\n" if $status == -1;
-    return ($status, $text);
-}
-
 sub nginx_cmd {
     my ($env, @args) = @_;
-    return run_cmd($NGINX, '-p', "$env->{prefix}/", '-c', $env->{conf}, @args);
-}
-
-# A process counts as gone when it no longer exists or is a zombie (nobody
-# may reap a daemonised master in a container).
-sub alive {
-    my ($pid) = @_;
-    open my $fh, '<', "/proc/$pid/stat" or return 0;
-    my $stat = <$fh> // '';
-    close $fh;
-    my ($state) = $stat =~ /\)\s+(\S)/;
-    return defined $state && $state ne 'Z' && $state ne 'X';
-}
-
-sub children_of {
-    my ($ppid) = @_;
-    my @kids;
-    opendir my $dh, '/proc' or return ();
-    for my $pid (grep { /^\d+$/ } readdir $dh) {
-        open my $fh, '<', "/proc/$pid/stat" or next;
-        my $stat = <$fh> // '';
-        close $fh;
-        my ($state, $parent) = $stat =~ /\)\s+(\S)\s+(\d+)/ or next;
-        push @kids, $pid + 0 if $parent == $ppid && $state ne 'Z';
-    }
-    closedir $dh;
-    return sort { $a <=> $b } @kids;
-}
-
-sub read_file {
-    my ($path) = @_;
-    open my $fh, '<', $path or return '';
-    local $/;
-    my $t = <$fh> // '';
-    close $fh;
-    return $t;
+    return run_cmd([$NGINX, '-p', "$env->{prefix}/", '-c', $env->{conf}, @args]);
 }
 
 sub can_connect {
@@ -628,36 +547,20 @@ sub start_nginx {
 
     my $pidfile = "$env->{prefix}/logs/nginx.pid";
     my $deadline = time + $TIMEOUT;
-    my $master;
-    while (time < $deadline) {
-        my $t = read_file($pidfile);
-        if ($t =~ /^(\d+)/) { $master = $1; last }
-        sleep 0.02;
-    }
+    my $master = wait_until($TIMEOUT, sub {
+        read_file($pidfile) =~ /^(\d+)/ ? $1 : undef;
+    });
     return (undef, "no pid file after ${TIMEOUT}s:\n$out"
                    . read_file($env->{log})) unless $master;
 
     $running{$master} = $env->{prefix};
 
-    while (time < $deadline) {
+    return ($master, '') if wait_until($deadline - time, sub {
         my @workers = children_of($master);
-        if (@workers >= 2 && can_connect($env->{port})) {
-            return ($master, '');
-        }
-        sleep 0.02;
-    }
+        return @workers >= 2 && can_connect($env->{port});
+    });
     return ($master, "nginx not serving on port $env->{port} after "
                      . "${TIMEOUT}s:\n" . read_file($env->{log}));
-}
-
-sub wait_gone {
-    my ($timeout, @pids) = @_;
-    my $deadline = time + $timeout;
-    while (time < $deadline) {
-        return 1 unless grep { alive($_) } @pids;
-        sleep 0.02;
-    }
-    return !grep { alive($_) } @pids;
 }
 
 # Graceful stop (SIGQUIT, as "nginx -s quit" sends it; a signal rather than
@@ -841,23 +744,21 @@ sub reload_nginx {
     my ($rc, $out) = nginx_cmd($env, '-s', 'reload');
     return (0, "nginx -s reload exited with $rc:\n$out", \@old) if $rc != 0;
 
-    my $deadline = time + $TIMEOUT * 2;
+    my %old = map { $_ => 1 } @old;
     my $text = '';
-    while (time < $deadline) {
+    my $outcome = wait_until($TIMEOUT * 2, sub {
         $text = substr(read_file($env->{log}), $offset);
-        if ($text =~ /\[emerg\]/) {
-            sleep 0.1;    # let the master finish logging
-            $text = substr(read_file($env->{log}), $offset);
-            return (0, $text . $out, \@old);
-        }
+        return 'refused' if $text =~ /\[emerg\]/;
         my @now = children_of($master);
-        my %old = map { $_ => 1 } @old;
-        if (!grep({ alive($_) } @old) && @now >= 2 && !grep({ $old{$_} } @now)
-            && can_connect($env->{port}))
-        {
-            return (1, $text . $out, \@old);
-        }
-        sleep 0.02;
+        return !grep({ alive($_) } @old) && @now >= 2
+            && !grep({ $old{$_} } @now) && can_connect($env->{port})
+            ? 'done' : '';
+    });
+    return (1, $text . $out, \@old) if $outcome eq 'done';
+    if ($outcome eq 'refused') {
+        sleep 0.1;    # let the master finish logging
+        $text = substr(read_file($env->{log}), $offset);
+        return (0, $text . $out, \@old);
     }
     return (0, "reload did not complete in time\n$text$out", \@old);
 }
@@ -1040,14 +941,11 @@ sub run_requests {
         } elsif ($step->{type} eq 'request') {
             for my $i (1 .. $step->{repeat}) {
                 my $label = label($name, $step, $i);
-                my $deadline = time + ($step->{poll} // 0);
                 my $res;
-                while (1) {
+                wait_until($step->{poll} // 0, sub {
                     $res = one_request($env, $step);
-                    last unless $step->{poll};
-                    last if response_matches($step, $res) || time > $deadline;
-                    sleep 0.1;
-                }
+                    return !$step->{poll} || response_matches($step, $res);
+                }, 0.1);
                 check_response($label, $step, $res);
                 record($env, $res);
             }
@@ -1510,6 +1408,7 @@ sub require_redis_module {
 package ThrottleTest::Step;
 
 use Time::HiRes qw(time sleep);
+use Processes qw(wait_until);
 
 our $CURRENT;    # the block's $env while a step runs
 
@@ -1578,16 +1477,6 @@ sub reload {
     my ($ok, $text) = ThrottleTest::reload_nginx($CURRENT, $CURRENT->{master});
     Test::More::diag("reload:\n$text") unless $ok;
     return $ok;
-}
-
-sub wait_until {
-    my ($seconds, $cond) = @_;
-    my $deadline = Time::HiRes::time() + $seconds;
-    while (1) {
-        my $r = $cond->();
-        return $r if $r || Time::HiRes::time() > $deadline;
-        Time::HiRes::sleep(0.02);
-    }
 }
 
 package ThrottleTest;
