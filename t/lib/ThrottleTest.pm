@@ -225,15 +225,16 @@ use warnings;
 
 use Exporter 'import';
 use File::Path qw(make_path);
-use IO::Select;
-use IO::Socket::INET;
 use Test::Base ();    # only its data-block parser; assertions: Test::More
 use Test::More;
 use Time::HiRes qw(sleep time);
-use Processes qw($TIMEOUT read_file children_of wait_until);
+use Processes qw(read_file children_of wait_until);
 use RedisServer;
 use ThrottleTest::Nginx qw(check_binaries setup_prefix write_config
                            nginx_cmd start_nginx stop_nginx reload_nginx);
+use ThrottleTest::Http qw(connect_to http_exchange http_read one_request
+                          exchange_parallel http_request http_parallel
+                          dump_response);
 
 our @EXPORT = qw(run_blocks start_instance stop_instance http_request
                  http_parallel require_redis_module);
@@ -709,22 +710,6 @@ sub run_requests {
     }
 }
 
-# One request on its own connection; the response has {elapsed} (seconds,
-# connect to last byte).
-sub one_request {
-    my ($env, $req) = @_;
-    my $t0 = time;
-    my $sock = connect_to($env);
-    unless ($sock) {
-        return { headers => {}, body => '', elapsed => time - $t0,
-                 error => "connect to 127.0.0.1:$env->{port}: $!" };
-    }
-    my $res = http_exchange($sock, $req, 0);
-    close $sock;
-    $res->{elapsed} = time - $t0;
-    return $res;
-}
-
 # Whether a response passes every check of a request (no test emitted).
 sub response_matches {
     my ($req, $res) = @_;
@@ -759,24 +744,9 @@ sub run_parallel {
     my ($name, $env, $step) = @_;
     my $label = "$name: request $step->{n} ($step->{count} x $step->{method} "
               . short($step->{uri}) . ' in parallel)';
-    my $msg = "$step->{method} $step->{uri} HTTP/1.1\r\nHost: localhost\r\n"
-            . "Connection: close\r\n";
-    $msg .= "$_->[0]: $_->[1]\r\n" for @{ $step->{send} };
-    $msg .= "\r\n";
-
-    my @socks;
-    for (1 .. $step->{count}) {
-        my $s = connect_to($env);
-        push @socks, $s if $s;
-    }
-    for my $s (@socks) {
-        syswrite $s, $msg;
-    }
 
     my (%got, @errors);
-    for my $s (@socks) {
-        my $res = http_read($s, $step);
-        close $s;
+    for my $res (exchange_parallel($env, $step->{count}, $step)) {
         if (defined $res->{status}) {
             $got{ $res->{status} }++;
             record($env, $res);
@@ -785,7 +755,7 @@ sub run_parallel {
         }
     }
 
-    is(scalar(@socks) - @errors, $step->{count},
+    is($step->{count} - @errors, $step->{count},
        "$label: $step->{count} responses")
         or diag(join "\n", @errors);
     my $fmt = sub {
@@ -809,141 +779,6 @@ sub label {
     my $l = "$name: request $req->{n} ($req->{method} " . short($req->{uri});
     $l .= " [$i/$req->{repeat}]" if $req->{repeat} > 1;
     return "$l)";
-}
-
-sub connect_to {
-    my ($env) = @_;
-    return IO::Socket::INET->new(
-        PeerAddr => '127.0.0.1',
-        PeerPort => $env->{port},
-        Proto    => 'tcp',
-        Timeout  => $TIMEOUT,
-    );
-}
-
-# Sends one request and reads its response, every read bounded by
-# $TIMEOUT. Returns { status, headers => { lc name => [values] }, body,
-# closed, error }.
-sub http_exchange {
-    my ($sock, $req, $keepalive) = @_;
-
-    my $msg = "$req->{method} $req->{uri} HTTP/1.1\r\nHost: localhost\r\n"
-            . 'Connection: ' . ($keepalive ? 'keep-alive' : 'close') . "\r\n";
-    $msg .= "$_->[0]: $_->[1]\r\n" for @{ $req->{send} };
-    $msg .= "\r\n";
-
-    my $sel = IO::Select->new($sock);
-    my $deadline = time + $TIMEOUT;
-    my $off = 0;
-    while ($off < length $msg) {
-        my $left = $deadline - time;
-        unless ($left > 0 && $sel->can_write($left)) {
-            return { headers => {}, body => '',
-                     error => 'timeout writing the request' };
-        }
-        my $w = syswrite $sock, $msg, length($msg) - $off, $off;
-        unless (defined $w) {
-            return { headers => {}, body => '', error => "write: $!" };
-        }
-        $off += $w;
-    }
-
-    return http_read($sock, $req);
-}
-
-# Reads one response, $TIMEOUT for the whole of it.
-sub http_read {
-    my ($sock, $req) = @_;
-    my $res = { headers => {}, body => '' };
-    my $sel = IO::Select->new($sock);
-    my $deadline = time + $TIMEOUT;
-    my $left = sub { my $l = $deadline - time; $l > 0 ? $l : 0 };
-
-    my $buf = '';
-    my $eof = 0;
-    my $read = sub {    # more bytes into $buf; false at EOF or error
-        return 0 if $eof;
-        unless ($sel->can_read($left->())) {
-            $res->{error} = "timeout (${TIMEOUT}s) reading the response";
-            return 0;
-        }
-        my $r = sysread $sock, $buf, 65536, length $buf;
-        if (!defined $r) { $res->{error} = "read: $!"; return 0 }
-        if ($r == 0) { $eof = 1; return 0 }
-        return 1;
-    };
-
-    while ($buf !~ /\r\n\r\n/) {
-        unless ($read->()) {
-            $res->{error} //= 'connection closed before the response header'
-                              . ($buf eq '' ? '' : ": $buf");
-            return $res;
-        }
-    }
-
-    my ($head, $rest) = split /\r\n\r\n/, $buf, 2;
-    my ($status_line, @lines) = split /\r\n/, $head;
-    unless ($status_line =~ m{^HTTP/1\.[01] (\d{3})}) {
-        $res->{error} = "bad status line: $status_line";
-        return $res;
-    }
-    $res->{status} = $1;
-    for my $l (@lines) {
-        my ($k, $v) = $l =~ /^([^:]+):\s*(.*?)\s*$/ or next;
-        push @{ $res->{headers}{ lc $k } }, $v;
-    }
-    $buf = $rest;
-
-    my $h = $res->{headers};
-    my $no_body = $req->{method} eq 'HEAD' || $res->{status} =~ /^(1..|204|304)$/;
-
-    if ($no_body) {
-        # nothing
-    } elsif (($h->{'transfer-encoding'}[0] // '') =~ /chunked/i) {
-        my $body = '';
-        while (1) {
-            while ($buf !~ /\r\n/) {
-                unless ($read->()) {
-                    $res->{error} //= 'connection closed in a chunked body';
-                    return $res;
-                }
-            }
-            $buf =~ s/^([0-9a-fA-F]+)[^\r]*\r\n// or do {
-                $res->{error} = 'bad chunk';
-                return $res;
-            };
-            my $len = hex $1;
-            while (length($buf) < $len + 2) {
-                unless ($read->()) {
-                    $res->{error} //= 'connection closed in a chunk';
-                    return $res;
-                }
-            }
-            $body .= substr($buf, 0, $len);
-            substr($buf, 0, $len + 2) = '';
-            if ($len == 0) {
-                last;
-            }
-        }
-        $res->{body} = $body;
-    } elsif (defined $h->{'content-length'}) {
-        my $len = $h->{'content-length'}[0];
-        while (length($buf) < $len) {
-            unless ($read->()) {
-                $res->{error} //= 'connection closed in the body';
-                return $res;
-            }
-        }
-        $res->{body} = substr($buf, 0, $len);
-    } else {
-        1 while $read->();
-        $res->{body} = $buf;
-        $res->{closed} = 1;
-    }
-
-    my $conn = lc($h->{connection}[0] // '');
-    $res->{closed} = 1 if $conn eq 'close';
-    return $res;
 }
 
 sub check_response {
@@ -1045,55 +880,6 @@ sub run_perl_step {
         fail("$label runs");
         diag($@);
     }
-}
-
-# An HTTP request to an nginx of this runner: http_request($env, 'GET /u',
-# Name => value, ...), one connection; the response as http_read gives it
-# plus {elapsed}.
-sub http_request {
-    my ($env, $what, @headers) = @_;
-    my ($method, $uri) = $what =~ m{^(?:([A-Z]+)\s+)?(/\S*)$}
-        or die "http_request: cannot parse \"$what\"\n";
-    my @send;
-    while (@headers) {
-        my ($k, $v) = splice @headers, 0, 2;
-        push @send, [$k, $v];
-    }
-    return one_request($env, { method => $method // 'GET', uri => $uri,
-                               send => \@send });
-}
-
-# N connections opened, N requests written at once, then the N responses
-# read (each read bounded); returns them, each with {elapsed} since the
-# requests were written.
-sub http_parallel {
-    my ($env, $count, $what, @headers) = @_;
-    my ($method, $uri) = $what =~ m{^(?:([A-Z]+)\s+)?(/\S*)$}
-        or die "http_parallel: cannot parse \"$what\"\n";
-    my $msg = ($method // 'GET') . " $uri HTTP/1.1\r\nHost: localhost\r\n"
-            . "Connection: close\r\n";
-    while (@headers) {
-        my ($k, $v) = splice @headers, 0, 2;
-        $msg .= "$k: $v\r\n";
-    }
-    $msg .= "\r\n";
-    my @socks = map { connect_to($env) } 1 .. $count;
-    my $t0 = time;
-    for my $s (grep { $_ } @socks) {
-        syswrite $s, $msg;
-    }
-    my @res;
-    for my $s (@socks) {
-        unless ($s) {
-            push @res, { headers => {}, body => '', error => 'connect' };
-            next;
-        }
-        my $r = http_read($s, { method => $method // 'GET' });
-        $r->{elapsed} = time - $t0;
-        close $s;
-        push @res, $r;
-    }
-    return @res;
 }
 
 # A plain script's nginx: the same configuration template as a block.
@@ -1204,17 +990,6 @@ sub reload {
     my ($ok, $text) = ThrottleTest::reload_nginx($CURRENT, $CURRENT->{master});
     Test::More::diag("reload:\n$text") unless $ok;
     return $ok;
-}
-
-package ThrottleTest;
-
-sub dump_response {
-    my ($res) = @_;
-    my $t = 'status: ' . ($res->{status} // '(none)') . "\n";
-    for my $k (sort keys %{ $res->{headers} }) {
-        $t .= "$k: $_\n" for @{ $res->{headers}{$k} };
-    }
-    return $t;
 }
 
 1;
