@@ -25,7 +25,8 @@ The requests to send, in order, and what each must get back:
       ...                              connection (Connection: keep-alive);
     }                                  otherwise each has its own
     sleep SECONDS                      pause (keep it short)
-    perl: CODE                         Perl run between requests (below)
+    perl: CODE                         Perl run between requests (see
+                                       ThrottleTest::Step)
     perl {                             the same over several lines, up to
       CODE                             a line that is exactly "}"
     }
