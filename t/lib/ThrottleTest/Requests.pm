@@ -61,7 +61,8 @@ our @EXPORT_OK = qw(run_requests);
 
 # Parses the --- requests DSL into a list of steps:
 #   { type => 'request', ... } | { type => 'keepalive', requests => [...] }
-#   | { type => 'sleep', seconds => N }
+#   | { type => 'parallel', ... } | { type => 'sleep', seconds => N }
+#   | { type => 'perl', code => TEXT }
 sub parse_requests {
     my ($name, $text) = @_;
     my @steps;
