@@ -1,8 +1,9 @@
 package RedisServer;
 
-# Real redis-server processes for the integration tests, a small RESP
-# client, TLS fixtures made with openssl, and fake servers for the faults a
-# real Redis cannot produce. Manual: perldoc t/lib/RedisServer.pm.
+# Real redis-server processes for the integration tests and TLS fixtures
+# made with openssl; loads the small RESP client (RedisServer/Client.pm)
+# and the fake servers for the faults a real Redis cannot produce
+# (RedisServer/Fake.pm). Manual: perldoc t/lib/RedisServer.pm.
 
 =head1 NAME
 
@@ -90,87 +91,18 @@ use warnings;
 use Carp qw(croak);
 use File::Basename qw(dirname);
 use File::Temp;
-use IO::Select;
-use IO::Socket::INET;
-use POSIX qw(WNOHANG);
-use Time::HiRes qw(sleep time);
+use Processes qw($TIMEOUT wait_until free_port read_file fork_child exited
+                 kill_wait run_cmd);
+use RedisServer::Client;
+use RedisServer::Fake;
 
 our $SERVER  = $ENV{TEST_REDIS_SERVER} || '/usr/bin/redis-server';
 our $CLI     = $ENV{TEST_REDIS_CLI}    || '/usr/bin/redis-cli';
-our $TIMEOUT = $ENV{TEST_THROTTLE_TIMEOUT} || 5;
 
 our $ADMIN_USER = 'harness';
 our $ADMIN_PASS = 'harness-secret';
 
-my %children;    # pid => 1: servers and fakes still running
-
 sub available { return -x $SERVER && -x $CLI }
-
-sub free_port {
-    my $s = IO::Socket::INET->new(
-        LocalAddr => '127.0.0.1',
-        LocalPort => 0,
-        Proto     => 'tcp',
-        Listen    => 1,
-        ReuseAddr => 1,
-    ) or die "cannot bind 127.0.0.1:0: $!";
-    my $port = $s->sockport;
-    close $s;
-    return $port;
-}
-
-# ---------------------------------------------------------------------------
-# Processes
-
-sub _spawn {
-    my (@cmd) = @_;
-    my $pid = fork;
-    die "fork: $!" unless defined $pid;
-    if ($pid == 0) {
-        open STDIN, '<', '/dev/null';
-        open STDOUT, '>', '/dev/null';
-        # stderr stays: redis-server reports bad configuration there
-        exec @cmd or POSIX::_exit(127);
-    }
-    $children{$pid} = 1;
-    return $pid;
-}
-
-sub _exited {
-    my ($pid) = @_;
-    return 1 unless $children{$pid};
-    my $r = waitpid $pid, WNOHANG;
-    if ($r == $pid || $r == -1) {
-        delete $children{$pid};
-        return 1;
-    }
-    return 0;
-}
-
-sub _kill_wait {
-    my ($pid, $signal) = @_;
-    return unless $pid && $children{$pid};
-    kill 'CONT', $pid;    # a stopped process cannot act on TERM
-    kill $signal, $pid;
-    my $deadline = time + $TIMEOUT;
-    while (time < $deadline) {
-        return if _exited($pid);
-        sleep 0.01;
-    }
-    kill 'KILL', $pid;
-    waitpid $pid, 0;
-    delete $children{$pid};
-}
-
-END {
-    my $status = $?;
-    for my $pid (keys %children) {
-        kill 'CONT', $pid;
-        kill 'KILL', $pid;
-        waitpid $pid, 0;
-    }
-    $? = $status;
-}
 
 # ---------------------------------------------------------------------------
 # Servers
@@ -221,20 +153,23 @@ sub _write_conf {
 
 sub _run {
     my ($self) = @_;
-    $self->{pid} = _spawn($SERVER, "$self->{path}/redis.conf",
-                          '--save', '', '--appendonly', 'no');
-    my $deadline = time + $TIMEOUT;
+    my @cmd = ($SERVER, "$self->{path}/redis.conf",
+               '--save', '', '--appendonly', 'no');
+    $self->{pid} = fork_child(sub {
+        open STDOUT, '>', '/dev/null';
+        # stderr stays: redis-server reports bad configuration there
+        exec @cmd;
+    });
     my $err = '';
-    while (time < $deadline) {
-        if (_exited($self->{pid})) {
+    return if wait_until($TIMEOUT, sub {
+        if (exited($self->{pid})) {
             delete $self->{pid};
             die "redis-server exited at start:\n" . $self->log;
         }
         my $pong = eval { $self->cmd('PING') };
         $err = $@;
-        return if defined $pong && "$pong" eq 'PONG';
-        sleep 0.02;
-    }
+        return defined $pong && "$pong" eq 'PONG';
+    });
     $self->stop;
     die "redis-server on port $self->{port} not ready after ${TIMEOUT}s: "
         . "$err\n" . $self->log;
@@ -244,30 +179,19 @@ sub port { $_[0]{port} }
 sub pid  { $_[0]{pid} }
 sub dir  { $_[0]{path} }
 sub tls  { $_[0]{tls} }
-sub running { my $p = $_[0]{pid}; return $p && !_exited($p) }
+sub running { my $p = $_[0]{pid}; return $p && !exited($p) }
 
-sub log {
-    my ($self) = @_;
-    open my $fh, '<', "$self->{path}/redis.log" or return '';
-    local $/;
-    my $t = <$fh> // '';
-    close $fh;
-    return $t;
-}
+sub log { read_file("$_[0]{path}/redis.log") }
 
-sub stop {
-    my ($self) = @_;
-    $self->_drop_client;
-    _kill_wait(delete $self->{pid}, 'TERM') if $self->{pid};
-    delete $self->{paused};
-    return $self;
-}
+sub stop { $_[0]->_end('TERM') }
 
 # SIGKILL: no goodbye to the clients.
-sub kill_hard {
-    my ($self) = @_;
+sub kill_hard { $_[0]->_end('KILL') }
+
+sub _end {
+    my ($self, $signal) = @_;
     $self->_drop_client;
-    _kill_wait(delete $self->{pid}, 'KILL') if $self->{pid};
+    kill_wait(delete $self->{pid}, $signal) if $self->{pid};
     delete $self->{paused};
     return $self;
 }
@@ -455,43 +379,6 @@ sub keys_matching {
     return sort grep { !$seen{$_}++ } @out;
 }
 
-# ---------------------------------------------------------------------------
-# Helpers
-
-# Runs a command (array ref) with a time bound: (exit code, stdout+stderr).
-sub run_cmd {
-    my ($cmd, $timeout) = @_;
-    $timeout //= $TIMEOUT * 2;
-    my $out = File::Temp->new(TMPDIR => 1);
-    my $pid = fork;
-    die "fork: $!" unless defined $pid;
-    if ($pid == 0) {
-        open STDIN, '<', '/dev/null';
-        open STDOUT, '>', $out->filename;
-        open STDERR, '>&', \*STDOUT;
-        exec @$cmd or POSIX::_exit(127);
-    }
-    my $deadline = time + $timeout;
-    my $status;
-    while (1) {
-        my $r = waitpid $pid, WNOHANG;
-        if ($r == $pid) { $status = $? >> 8; last }
-        if (time > $deadline) {
-            kill 'KILL', $pid;
-            waitpid $pid, 0;
-            $status = -1;
-            last;
-        }
-        sleep 0.005;
-    }
-    open my $fh, '<', $out->filename or die $!;
-    local $/;
-    my $text = <$fh> // '';
-    close $fh;
-    $text .= "\n(command timed out)\n" if $status == -1;
-    return ($status, $text);
-}
-
 =head1 TLS FIXTURES
 
 C<tls_fixtures($dir)> makes, with openssl, in C<$dir> (created): a CA
@@ -555,237 +442,5 @@ sub tls_fixtures {
     chmod 0644, $f{key}, $f{ca}, $f{cert}, $f{other_ca};
     return \%f;
 }
-
-# ===========================================================================
-
-package RedisServer::Error;
-
-use overload '""' => sub { $_[0]{message} }, fallback => 1;
-
-sub new { my ($c, $m) = @_; bless { message => $m }, $c }
-sub message { $_[0]{message} }
-
-# ===========================================================================
-
-package RedisServer::Client;
-
-# A minimal RESP2 client; every read and write bounded by a timeout.
-
-use Carp qw(croak);
-use IO::Select;
-use IO::Socket::INET;
-use Time::HiRes qw(time);
-
-sub new {
-    my ($class, %o) = @_;
-    my $timeout = $o{timeout} || $RedisServer::TIMEOUT;
-    my $sock = IO::Socket::INET->new(
-        PeerAddr => '127.0.0.1',
-        PeerPort => $o{port},
-        Proto    => 'tcp',
-        Timeout  => $timeout,
-    ) or die "connect to 127.0.0.1:$o{port}: $!\n";
-    $sock->autoflush(1);
-    my $self = bless { sock => $sock, buf => '', timeout => $timeout }, $class;
-    if (defined $o{pass}) {
-        my $r = $self->cmd('AUTH', defined $o{user} ? $o{user} : (), $o{pass});
-        die "AUTH: $r\n" if ref $r && $r->isa('RedisServer::Error');
-    }
-    return $self;
-}
-
-sub close {
-    my ($self) = @_;
-    close $self->{sock} if $self->{sock};
-    delete $self->{sock};
-}
-
-sub encode {
-    my (@args) = @_;
-    my $m = '*' . @args . "\r\n";
-    $m .= '$' . length($_) . "\r\n$_\r\n" for map { "$_" } @args;
-    return $m;
-}
-
-sub cmd {
-    my ($self, @args) = @_;
-    $self->send_raw(encode(@args));
-    return $self->read_reply;
-}
-
-sub send_raw {
-    my ($self, $msg) = @_;
-    my $sock = $self->{sock} or die "not connected\n";
-    my $sel = IO::Select->new($sock);
-    my $deadline = time + $self->{timeout};
-    my $off = 0;
-    while ($off < length $msg) {
-        my $left = $deadline - time;
-        die "timeout writing to redis\n"
-            unless $left > 0 && $sel->can_write($left);
-        my $w = syswrite $sock, $msg, length($msg) - $off, $off;
-        die "write to redis: $!\n" unless defined $w;
-        $off += $w;
-    }
-}
-
-sub _fill {
-    my ($self, $deadline) = @_;
-    my $sel = IO::Select->new($self->{sock});
-    my $left = $deadline - time;
-    die "timeout ($self->{timeout}s) reading a redis reply\n"
-        unless $left > 0 && $sel->can_read($left);
-    my $r = sysread $self->{sock}, $self->{buf}, 65536, length $self->{buf};
-    die "read from redis: $!\n" unless defined $r;
-    die "redis closed the connection\n" if $r == 0;
-}
-
-sub _line {
-    my ($self, $deadline) = @_;
-    while ((my $i = index $self->{buf}, "\r\n") < 0) {
-        $self->_fill($deadline);
-    }
-    my $i = index $self->{buf}, "\r\n";
-    my $line = substr $self->{buf}, 0, $i;
-    substr($self->{buf}, 0, $i + 2) = '';
-    return $line;
-}
-
-sub read_reply {
-    my ($self, $deadline) = @_;
-    $deadline //= time + $self->{timeout};
-    my $line = $self->_line($deadline);
-    my ($type, $rest) = (substr($line, 0, 1), substr($line, 1));
-    if ($type eq '+') { return $rest }
-    if ($type eq '-') { return RedisServer::Error->new($rest) }
-    if ($type eq ':') { return 0 + $rest }
-    if ($type eq '$') {
-        return undef if $rest < 0;
-        $self->_fill($deadline) while length($self->{buf}) < $rest + 2;
-        my $s = substr $self->{buf}, 0, $rest;
-        substr($self->{buf}, 0, $rest + 2) = '';
-        return $s;
-    }
-    if ($type eq '*') {
-        return undef if $rest < 0;
-        return [ map { $self->read_reply($deadline) } 1 .. $rest ];
-    }
-    die "bad RESP reply line: $line\n";
-}
-
-# ===========================================================================
-
-package RedisServer::Fake;
-
-# A TCP server for faults a real Redis cannot produce. Modes:
-#   garbage  answers every read with bytes that are not RESP
-#   silent   accepts connections, reads, never answers
-#   ok       answers "+OK" to every command (AUTH, SELECT... and the
-#            scripts: a well-formed reply that is not the script's)
-#   short    "+OK" to every command but EVALSHA / EVAL, answered with a
-#            2-element array of integers (the script's reply has 5)
-# Runs in a child process; stop() or the END block kills it.
-
-use IO::Select;
-use IO::Socket::INET;
-
-sub start {
-    my ($class, $mode) = @_;
-    die "unknown fake mode $mode" unless $mode =~ /^(garbage|silent|ok|short)$/;
-    my $listen = IO::Socket::INET->new(
-        LocalAddr => '127.0.0.1',
-        LocalPort => 0,
-        Proto     => 'tcp',
-        Listen    => 64,
-        ReuseAddr => 1,
-    ) or die "fake redis: cannot listen: $!";
-    my $port = $listen->sockport;
-
-    my $pid = fork;
-    die "fork: $!" unless defined $pid;
-    if ($pid == 0) {
-        $SIG{PIPE} = 'IGNORE';
-        my $sel = IO::Select->new($listen);
-        my %buf;
-        while (1) {
-            for my $fh ($sel->can_read(1)) {
-                if ($fh == $listen) {
-                    my $c = $listen->accept or next;
-                    $sel->add($c);
-                    $buf{$c} = '';
-                    next;
-                }
-                my $r = sysread $fh, $buf{$fh}, 65536, length $buf{$fh};
-                if (!$r) {
-                    $sel->remove($fh);
-                    delete $buf{$fh};
-                    close $fh;
-                    next;
-                }
-                if ($mode eq 'garbage') {
-                    syswrite $fh, "\x01\x02 this is not RESP }{\r\n";
-                    $buf{$fh} = '';
-                } elsif ($mode ne 'silent') {
-                    while (defined(my $cmd = _take_command(\$buf{$fh}))) {
-                        my $reply = "+OK\r\n";
-                        $reply = "*2\r\n:0\r\n:1\r\n"
-                            if $mode eq 'short' && $cmd =~ /^(EVALSHA|EVAL)$/i;
-                        syswrite $fh, $reply;
-                    }
-                }
-            }
-        }
-        POSIX::_exit(0);
-    }
-    close $listen;
-    $children{$pid} = 1;
-    return bless { pid => $pid, port => $port, mode => $mode }, $class;
-}
-
-# Removes one complete RESP command (an array of bulk strings) from the
-# buffer; returns its name, or undef if the buffer holds no whole command.
-sub _take_command {
-    my ($buf) = @_;
-    my $pos = 0;
-    return undef unless $$buf =~ /\A\*(\d+)\r\n/;
-    my $n = $1;
-    $pos = length "*$n\r\n";
-    my $name;
-    for (1 .. $n) {
-        my $rest = substr $$buf, $pos;
-        return undef unless $rest =~ /\A\$(\d+)\r\n/;
-        my $len = $1;
-        my $start = $pos + length("\$$len\r\n");
-        return undef if length($$buf) < $start + $len + 2;
-        $name //= substr $$buf, $start, $len;
-        $pos = $start + $len + 2;
-    }
-    substr($$buf, 0, $pos) = '';
-    return $name // '';
-}
-
-sub port { $_[0]{port} }
-sub pid  { $_[0]{pid} }
-
-sub stop {
-    my ($self) = @_;
-    RedisServer::_kill_wait(delete $self->{pid}, 'KILL') if $self->{pid};
-}
-
-sub DESTROY {
-    my ($self) = @_;
-    local ($@, $!, $?);
-    $self->stop if $self->{pid};
-}
-
-# ===========================================================================
-
-package RedisServer::Closed;
-
-# A loopback port where nothing listens (connections are refused).
-
-sub new  { bless { port => RedisServer::free_port() }, $_[0] }
-sub port { $_[0]{port} }
-sub stop { }
 
 1;

@@ -1,0 +1,173 @@
+package Processes;
+
+# Processes, ports and files for the test harness, shared by ThrottleTest's
+# modules (nginx) and RedisServer (redis-server and fakes): one bound on
+# every wait, polling, free ports, commands run with a time limit, children
+# killed at exit, and /proc for processes that are not our children (a
+# daemonised nginx).
+
+use strict;
+use warnings;
+
+use Exporter 'import';
+use File::Temp;
+use IO::Socket::INET;
+use POSIX qw(WNOHANG);
+use Time::HiRes qw(sleep time);
+
+our @EXPORT_OK = qw($TIMEOUT wait_until free_port read_file fork_child
+                    exited kill_wait run_cmd alive children_of wait_gone);
+
+our $TIMEOUT = $ENV{TEST_THROTTLE_TIMEOUT} || 5;    # seconds, every wait
+
+my %children;    # pid => 1: children still running, killed at exit
+
+# Calls $cond every $interval seconds (default 0.02) until it returns true
+# or $seconds have passed; returns its last result.
+sub wait_until {
+    my ($seconds, $cond, $interval) = @_;
+    my $deadline = time + $seconds;
+    while (1) {
+        my $r = $cond->();
+        return $r if $r || time > $deadline;
+        sleep($interval // 0.02);
+    }
+}
+
+# A loopback port nothing listens on right now.
+sub free_port {
+    my $s = IO::Socket::INET->new(
+        LocalAddr => '127.0.0.1',
+        LocalPort => 0,
+        Proto     => 'tcp',
+        Listen    => 1,
+        ReuseAddr => 1,
+    ) or die "cannot bind 127.0.0.1:0: $!";
+    my $port = $s->sockport;
+    close $s;
+    return $port;
+}
+
+# A file's text; '' when it cannot be read (a log not written yet).
+sub read_file {
+    my ($path) = @_;
+    open my $fh, '<', $path or return '';
+    local $/;
+    my $t = <$fh> // '';
+    close $fh;
+    return $t;
+}
+
+# ---------------------------------------------------------------------------
+# Our children
+
+# Forks a child that runs $code (which execs, or never returns) with stdin
+# from /dev/null; returns its pid. The END block kills it if it still runs.
+sub fork_child {
+    my ($code) = @_;
+    my $pid = fork;
+    die "fork: $!" unless defined $pid;
+    if ($pid == 0) {
+        open STDIN, '<', '/dev/null';
+        $code->();
+        POSIX::_exit(127);    # exec failed
+    }
+    $children{$pid} = 1;
+    return $pid;
+}
+
+# Whether a child of fork_child has exited; when this call reaped it, its
+# wait status is in $?.
+sub exited {
+    my ($pid) = @_;
+    return 1 unless $children{$pid};
+    my $r = waitpid $pid, WNOHANG;
+    return 0 unless $r == $pid || $r == -1;
+    delete $children{$pid};
+    return 1;
+}
+
+# Sends $signal to a child of fork_child and waits $TIMEOUT for it to exit,
+# then SIGKILL.
+sub kill_wait {
+    my ($pid, $signal) = @_;
+    return unless $pid && $children{$pid};
+    kill 'CONT', $pid;    # a stopped process cannot act on TERM
+    kill $signal, $pid;
+    return if wait_until($TIMEOUT, sub { exited($pid) }, 0.01);
+    kill 'KILL', $pid;
+    waitpid $pid, 0;
+    delete $children{$pid};
+}
+
+END {
+    my $status = $?;
+    for my $pid (keys %children) {
+        kill 'CONT', $pid;
+        kill 'KILL', $pid;
+        waitpid $pid, 0;
+    }
+    $? = $status;
+}
+
+# Runs a command (array ref), killed after $timeout seconds (default twice
+# $TIMEOUT); returns (exit code or -1 if it timed out, stdout+stderr).
+sub run_cmd {
+    my ($cmd, $timeout) = @_;
+    my $out = File::Temp->new(TMPDIR => 1);
+    my $pid = fork_child(sub {
+        open STDOUT, '>', $out->filename;
+        open STDERR, '>&', \*STDOUT;
+        exec @$cmd;
+    });
+    my $status = -1;
+    if (wait_until($timeout // $TIMEOUT * 2, sub { exited($pid) }, 0.005)) {
+        $status = $? >> 8;
+    } else {
+        kill_wait($pid, 'KILL');
+    }
+    my $text = read_file($out->filename);
+    $text .= "\n(command timed out)\n" if $status == -1;
+    return ($status, $text);
+}
+
+# ---------------------------------------------------------------------------
+# Any process, through /proc
+
+# (state letter, parent pid) of a process, or () if there is none.
+sub proc_stat {
+    my ($pid) = @_;
+    open my $fh, '<', "/proc/$pid/stat" or return ();
+    my $stat = <$fh> // '';
+    close $fh;
+    return $stat =~ /\)\s+(\S)\s+(\d+)/;
+}
+
+# A process counts as gone when it no longer exists or is a zombie (nobody
+# may reap a daemonised master in a container).
+sub alive {
+    my ($pid) = @_;
+    my ($state) = proc_stat($pid);
+    return defined $state && $state ne 'Z' && $state ne 'X';
+}
+
+# The pids whose parent is $ppid (zombies left out), in order.
+sub children_of {
+    my ($ppid) = @_;
+    my @kids;
+    opendir my $dh, '/proc' or return ();
+    for my $pid (grep { /^\d+$/ } readdir $dh) {
+        my ($state, $parent) = proc_stat($pid) or next;
+        push @kids, $pid + 0 if $parent == $ppid && $state ne 'Z';
+    }
+    closedir $dh;
+    return sort { $a <=> $b } @kids;
+}
+
+# Waits up to $timeout seconds for every pid to be gone; true if they are.
+sub wait_gone {
+    my ($timeout, @pids) = @_;
+    return wait_until($timeout, sub { !grep { alive($_) } @pids });
+}
+
+1;

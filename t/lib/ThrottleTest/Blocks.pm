@@ -1,0 +1,354 @@
+package ThrottleTest::Blocks;
+
+# The blocks of a test file: the __DATA__ text read by Test::Base's
+# data-block parser, then each block run in turn: its Redis servers and
+# nginx started, the requests sent, a reload, the error.log checked,
+# everything stopped. The POD below lists the sections a block may have.
+
+=head1 SECTIONS
+
+Parsed by Test::Base: C<=== name> starts a block, C<--- section> a
+section; C<--- section: value> is a one-line section. Test::Base filters
+apply, e.g. C<--- requests eval> evaluates the section as Perl and uses
+the result (handy for 64 KiB header values). C<--- ONLY> and C<--- SKIP>
+work as in Test::Base.
+
+=over
+
+=item main_config, http_config, config
+
+Text placed at the top level, inside C<http{}>, inside C<server{}>.
+
+=item user_files
+
+Extra docroot files: C<<< >>> path >>> on a line of its own, then the
+content.
+
+=item requests
+
+The requests to send, in order, and what each must get back; between
+them pauses and perl steps. The syntax is in L<ThrottleTest::Requests>
+(F<t/lib/ThrottleTest/Requests.pm>), perl steps in L<ThrottleTest::Step>.
+
+=item error_log, no_error_log
+
+One pattern per line: a literal substring, or C<~ REGEX>. Checked against
+the whole error.log once nginx has stopped. Every block also checks that
+error.log has no "exited on signal", [alert] or [crit].
+
+=item must_die
+
+nginx must not start: C<nginx -t> must fail and its output must contain
+each pattern (same syntax as error_log).
+
+=item distinct
+
+C<Name E<gt>= N> per line: across all responses of the block, header Name
+took at least N distinct values (e.g. C<X-Pid E<gt>= 2> with
+C<add_header X-Pid $pid always;>: both workers served).
+
+=item reload_main_config, reload_http_config, reload_config
+
+After C<requests>, replace these parts of the configuration (the others
+stay), run C<nginx -s reload> and wait until the new workers serve (all
+old workers gone) or the master logs an [emerg].
+
+=item reload_fails
+
+The reload must be refused (by the master, or already by C<nginx -s
+reload> when the file does not parse); each pattern must be in what was
+logged after the reload (plus C<nginx -s reload>'s own output), and the
+old workers must still be the ones serving. Without this section the
+reload must succeed.
+
+=item requests_after_reload
+
+Requests (same syntax) sent after the reload, whether it succeeded or
+was refused.
+
+=item redis
+
+Redis servers (real, TLS, fake or a closed port) to start before nginx
+and stop after it, one per line; their ports replace
+C<$TEST_REDIS_PORT>, C<$TEST_REDIS_PORT_2>... in the configuration
+sections. The lines are in L<ThrottleTest::Redis>
+(F<t/lib/ThrottleTest/Redis.pm>).
+
+=item todo
+
+C<--- todo: reason>: every test of the block is TODO (a known module
+bug; the suite stays green and reports it); in a must_die block, only the
+message checks. A C<todo: reason> line under a request makes only that
+request's checks TODO.
+
+=back
+
+=cut
+
+use strict;
+use warnings;
+
+use Exporter 'import';
+use File::Path qw(make_path);
+use Test::Base ();    # only its data-block parser; assertions: Test::More
+use Test::More;
+use Processes qw(read_file children_of);
+use ThrottleTest::Nginx qw(check_binaries setup_prefix write_config
+                           nginx_cmd start_nginx stop_nginx reload_nginx);
+use ThrottleTest::Redis qw(start_redis stop_redis);
+use ThrottleTest::Requests qw(run_requests);
+
+our @EXPORT_OK = qw(run_blocks);
+
+# Runs every block of the test file, then done_testing.
+sub run_blocks {
+    check_binaries();
+
+    my @blocks = parse_blocks();
+    BAIL_OUT("no test blocks found in $0") unless @blocks;
+
+    for my $block (@blocks) {
+        run_block($block);
+    }
+
+    done_testing();
+}
+
+sub parse_blocks {
+    my $spec = do {
+        no warnings 'once';
+        local $/;
+        my $fh = \*main::DATA;
+        <$fh>;
+    };
+    return () unless defined $spec;
+
+    my $tb = Test::Base->new;
+    $tb->_spec_string($spec);
+
+    my @blocks;
+    for my $b (@{ $tb->block_list }) {
+        $b->run_filters unless $b->is_filtered;
+        my %sec;
+        for my $name (@{ $b->_section_order }) {
+            my $v = $b->{$name}[0];
+            $sec{$name} = defined $v ? $v : '';
+        }
+        push @blocks, { name => $b->name, sec => \%sec };
+    }
+    return @blocks;
+}
+
+my %KNOWN = map { $_ => 1 } qw(
+    main_config http_config config user_files requests
+    must_die error_log no_error_log todo distinct
+    reload_main_config reload_http_config reload_config
+    reload_fails requests_after_reload redis
+    ONLY SKIP LAST
+);
+
+sub run_block {
+    my ($block) = @_;
+    my $name = $block->{name};
+    my $sec  = $block->{sec};
+
+    my @unknown = grep { !$KNOWN{$_} } sort keys %$sec;
+    if (@unknown) {
+        fail("$name: known sections");
+        diag("unknown section(s): @unknown");
+        return;
+    }
+
+    my $env = setup_prefix($sec);
+
+    if (defined $sec->{redis}) {
+        unless (eval { start_redis($env, $sec->{redis}); 1 }) {
+            fail("$name: redis servers start");
+            diag($@);
+            stop_redis($env);
+            return;
+        }
+    }
+
+    if (defined $sec->{must_die}) {
+        check_must_die($name, $env, $sec);
+    } else {
+        my $builder = Test::More->builder;
+        $builder->todo_start($sec->{todo}) if defined $sec->{todo};
+        run_server_block($name, $env, $sec);
+        $builder->todo_end if defined $sec->{todo};
+    }
+
+    stop_redis($env);
+
+    # File::Temp removes the directory when $env->{dir} goes out of scope
+}
+
+# ---------------------------------------------------------------------------
+# Block kinds
+
+sub check_must_die {
+    my ($name, $env, $sec) = @_;
+    write_config($env, $sec->{main_config}, $sec->{http_config},
+                 $sec->{config});
+    my ($rc, $out) = nginx_cmd($env, '-t');
+
+    ok($rc != 0, "$name: nginx -t fails")
+        or diag("nginx -t output:\n$out");
+
+    # a todo covers the message checks only: the failure itself is checked
+    my $builder = Test::More->builder;
+    $builder->todo_start($sec->{todo}) if defined $sec->{todo};
+    patterns_ok($sec->{must_die}, $out, "$name: nginx -t output has",
+                "nginx -t output:\n$out");
+    $builder->todo_end if defined $sec->{todo};
+}
+
+sub run_server_block {
+    my ($name, $env, $sec) = @_;
+    my $failures_before = failures();
+
+    write_config($env, $sec->{main_config}, $sec->{http_config},
+                 $sec->{config});
+
+    my ($master, $err) = start_nginx($env);
+    unless (ok($master && !$err, "$name: nginx starts")) {
+        diag($err);
+        stop_nginx($master) if $master;
+        return;
+    }
+    $env->{master} = $master;
+
+    run_requests($name, $env, $sec->{requests}) if defined $sec->{requests};
+
+    my $reloads = grep { defined $sec->{$_} }
+        qw(reload_main_config reload_http_config reload_config);
+
+    if ($reloads) {
+        my $main = $sec->{reload_main_config} // $sec->{main_config};
+        my $http = $sec->{reload_http_config} // $sec->{http_config};
+        my $srv  = $sec->{reload_config}      // $sec->{config};
+        write_config($env, $main, $http, $srv);
+
+        my ($ok, $text, $old) = reload_nginx($env, $master);
+
+        if (defined $sec->{reload_fails}) {
+            ok(!$ok, "$name: reload is refused")
+                or diag("log since the reload:\n$text");
+            patterns_ok($sec->{reload_fails}, $text,
+                        "$name: reload refusal says",
+                        "log since the reload:\n$text");
+            is("@{[ children_of($master) ]}", "@$old",
+               "$name: the old workers still serve");
+        } else {
+            ok($ok, "$name: reload succeeds")
+                or diag("log since the reload:\n$text");
+        }
+
+        run_requests("$name (after reload)", $env,
+                     $sec->{requests_after_reload})
+            if defined $sec->{requests_after_reload};
+    }
+
+    if (defined $sec->{distinct}) {
+        for my $line (grep { /\S/ } split /\n/, $sec->{distinct}) {
+            my ($h, $min) = $line =~ /^\s*(\S+)\s*>=\s*(\d+)\s*$/
+                or BAIL_OUT("$name: bad distinct line: $line");
+            my @values = sort keys %{ $env->{seen}{ lc $h } || {} };
+            cmp_ok(scalar @values, '>=', $min,
+                   "$name: $h took at least $min distinct values")
+                or diag("values seen: @values");
+        }
+    }
+
+    ok(stop_nginx($master), "$name: nginx stops gracefully");
+
+    my $log = read_file($env->{log});
+    keep_logs($name, $env, $log) if failures() > $failures_before;
+
+    unlike($log, qr/exited on signal|\[alert\]|\[crit\]/,
+           "$name: no crash, alert or crit in error.log");
+
+    patterns_ok($sec->{error_log}, $log, "$name: error.log has",
+                tail_log($log));
+    patterns_ok($sec->{no_error_log}, $log, "$name: error.log has no",
+                tail_log($log), 'absent');
+}
+
+# Tests failed so far (TODO failures excluded).
+sub failures {
+    my @d = Test::More->builder->details;
+    return scalar grep { !$_->{ok} } @d;
+}
+
+# TEST_THROTTLE_KEEP_LOGS=DIR: a block with a failure leaves a copy of its
+# error.log (and its Redis servers' logs) in DIR.
+sub keep_logs {
+    my ($name, $env, $log) = @_;
+    my $dir = $ENV{TEST_THROTTLE_KEEP_LOGS} or return;
+    make_path($dir);
+    (my $base = "$0 $name") =~ s/[^A-Za-z0-9_.-]+/_/g;
+    $base = substr $base, 0, 120;
+    open my $fh, '>', "$dir/$base.error.log" or return;
+    print $fh $log;
+    close $fh;
+    my $i = 0;
+    for my $r (@{ $env->{redis} || [] }) {
+        $i++;
+        next unless $r->can('log');
+        open my $rf, '>', "$dir/$base.redis$i.log" or next;
+        print $rf $r->log;
+        close $rf;
+    }
+    diag("logs kept in $dir/$base.*");
+}
+
+sub tail_log {
+    my ($log) = @_;
+    my @lines = split /\n/, $log;
+    @lines = @lines[-30 .. -1] if @lines > 30;
+    return "error.log (last lines):\n" . join("\n", @lines);
+}
+
+# ---------------------------------------------------------------------------
+# Patterns: a line is a literal substring, or "~ REGEX"
+
+# One test per pattern line of $spec: "$title PATTERN", passing when $text
+# has the pattern (has it not, with $absent); $diag when it fails.
+sub patterns_ok {
+    my ($spec, $text, $title, $diag, $absent) = @_;
+    for my $pat (pattern_lines($spec)) {
+        my $has = pattern_match($pat, $text);
+        ok($absent ? !$has : $has, "$title " . pattern_desc($pat))
+            or diag($diag);
+    }
+}
+
+sub pattern_lines {
+    my ($text) = @_;
+    return () unless defined $text;
+    my @p;
+    for my $line (split /\n/, $text) {
+        next if $line =~ /^\s*(#|$)/;
+        $line =~ s/^\s+|\s+$//g;
+        if ($line =~ /^~\s*(.+)$/) {
+            push @p, { re => qr/$1/ };
+        } else {
+            push @p, { str => $line };
+        }
+    }
+    return @p;
+}
+
+sub pattern_match {
+    my ($p, $text) = @_;
+    return $text =~ $p->{re} if $p->{re};
+    return index($text, $p->{str}) >= 0;
+}
+
+sub pattern_desc {
+    my ($p) = @_;
+    return $p->{re} ? "/$p->{re}/" : "\"$p->{str}\"";
+}
+
+1;
