@@ -378,7 +378,7 @@ keys_of() {
 
 # which run the report describes
 RUN_DATE=$(date -u '+%Y-%m-%d %H:%M UTC')
-COMMIT=$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)
+COMMIT=$(source_commit)
 
 printf 'config\tround\trps\tp99_ms\tnon2xx\terrors\trequests\tredis_scripts\tredis_cmds\tredis_other\tredis_gets\n' >"$RUNS"
 # wrk and nginx share the machine with whatever else runs: say how busy it is

@@ -205,7 +205,7 @@ echo "accuracy: limit rate=${RATE}r/s burst=$BURST; load $LOAD req/s for ${SECON
 
 # which run the report describes
 RUN_DATE=$(date -u '+%Y-%m-%d %H:%M UTC')
-COMMIT=$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)
+COMMIT=$(source_commit)
 
 for m in "${MODES[@]}"; do
     # the previous mode's last syncs (up to two rounds after its last

@@ -3,6 +3,15 @@
 # run. Needs $PYTHON, die and rcli (redis-cli on $REDIS_PORT) from the
 # caller; start_redis sets $REDIS_PID, which stop_redis stops.
 
+# The commit the module under test was built from, for the reports: with
+# "-dirty" if files differ from it, other than the docs these scripts write.
+source_commit() {
+    local commit
+    commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null) || { echo unknown; return; }
+    git -C "$ROOT" diff --quiet HEAD -- . ':(exclude)docs' 2>/dev/null || commit=$commit-dirty
+    echo "$commit"
+}
+
 # A free TCP port on loopback.
 free_port() {
     "$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
