@@ -2,9 +2,10 @@
  * Strict mode: a Redis-backed zone's decision is one EVALSHA of its
  * algorithm's script (throttle::Policy::decision_call()), sent without
  * blocking; the request resumes when every zone of it has answered (or
- * failed, within the backend's timeout). Afterwards a rejection is
- * remembered in the zone, and a charge the request did not use (another
- * zone refused it) is given back.
+ * failed, within the backend's timeout). Afterwards the zone learns from
+ * each answer (what it may reject by itself until Redis's answer could
+ * change), and a charge the request did not use (another zone refused it)
+ * is given back.
  */
 
 #include "ngx_http_throttle_module.h"
@@ -174,13 +175,12 @@ ngx_http_throttle_strict_settle(ngx_http_throttle_ctx_t *ctx,
             continue;
         }
 
-        if (check->decision.result.limited) {
+        if (check->decision.result.limited || admitted) {
             ngx_http_throttle_remember(check, log);
-            continue;
-        }
 
-        if (!admitted && check->cost > 0) {
-            /* another zone refused it: Redis gives the charge back */
+        } else if (check->cost > 0) {
+            /* another zone refused it: Redis gives the charge back, and
+             * the answer, undone, has nothing to teach the zone */
             (void) ngx_http_throttle_strict_eval(
                 check, zone->policy.refund_call(check->cost, check->tokens),
                 NULL);

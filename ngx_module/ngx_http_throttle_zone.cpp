@@ -238,8 +238,8 @@ ngx_http_throttle_lookup(ngx_http_throttle_check_t *check) noexcept
 }
 
 /*
- * A strict zone keeps what Redis's rejection lets it reject by itself
- * (throttle::Policy::remember_rejection()); the request still gets Redis's
+ * A strict zone keeps what Redis's answer lets it reject by itself
+ * (throttle::Policy::remember_answer()); the request still gets Redis's
  * answer.
  */
 void
@@ -254,8 +254,9 @@ ngx_http_throttle_remember(ngx_http_throttle_check_t *check,
     check->now = zone->policy.now_us();
     ngx_http_throttle_find(check);
 
-    check->decision = zone->policy.remember_rejection(
-        answer, check->cost, check->sent_at, check->now);
+    check->decision = zone->policy.remember_answer(
+        check->node ? &check->node->stored : NULL, answer, check->cost,
+        check->sent_at, check->now);
 
     if (ngx_http_throttle_reserve(check, log) == NGX_OK) {
         ngx_http_throttle_commit(check);

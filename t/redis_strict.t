@@ -47,6 +47,7 @@ GET /a.txt => 200
   > X-Key: alice
   RateLimit: "reply";r=0;t=180
   X-Remaining: 0
+perl: $stash{calls} = $redis->scripts_run;
 GET /a.txt => 429
   > X-Key: alice
   Retry-After: 60
@@ -65,7 +66,9 @@ perl {
         or diag("TAT $tat, TIME $now");
     my $pttl = $redis->cmd('PTTL', $key);
     ok($pttl > 0 && $pttl <= 180_000, "$name: the key has a TTL ($pttl ms)");
-    cmp_ok($redis->scripts_run, '>=', 4, "$name: decided by EVALSHA");
+    cmp_ok($stash{calls}, '>=', 3, "$name: decided by EVALSHA");
+    is($redis->scripts_run, $stash{calls},
+       "$name: ... but the 429, from the TAT Redis's last answer gave");
     is(join(' ', $redis->keys_matching('*')), $key, "$name: one key written");
 }
 --- error_log
@@ -633,8 +636,8 @@ GET /a.txt => 200
 GET /a.txt => 429
   > X-Key: k
 perl {
-    is($redis->scripts_run - $stash{calls}, 3,
-       "$name: after the reload, Redis decides");
+    is($redis->scripts_run - $stash{calls}, 2,
+       "$name: after the reload, Redis decides (the 429 from its last answer)");
 }
 
 
@@ -800,4 +803,111 @@ perl {
     ok($n, "$name: at most 4 connections from nginx after 3 reloads")
         or diag("connections now: " . $nginx_clients->() . "\n"
                 . $redis->cmd('CLIENT', 'LIST'));
+}
+
+
+
+=== TEST 24: every answer of Redis's updates the denial cache: after an admission, a cached 429 answers from the TAT it left
+--- redis
+redis
+--- http_config
+throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+throttle_zone $http_x_key zone=z:1m rate=1r/s burst=2 redis=main;
+--- config
+location / {
+    throttle zone=z cost=$http_x_cost;
+    add_header X-Status $throttle_status always;
+}
+--- requests
+GET /a.txt => 200
+  > X-Key: k
+  > X-Cost: 3
+  RateLimit: "z";r=0;t=3
+perl {
+    # T = 1 s, limit 3: the TAT is t0 + 3 s. From t0 + 1 s to t0 + 2 s
+    # every answer below is the same whenever it comes.
+    sleep 1.3;
+    $stash{calls} = $redis->scripts_run;
+}
+GET /a.txt => 429
+  > X-Key: k
+  > X-Cost: 3
+  X-Status: REJECTED
+  Retry-After: 2
+  RateLimit: "z";r=1;t=2
+GET /a.txt => 200
+  > X-Key: k
+  > X-Cost: 1
+  RateLimit: "z";r=0;t=3
+GET /a.txt => 429
+  > X-Key: k
+  > X-Cost: 3
+  X-Status: REJECTED
+  Retry-After: 3
+  RateLimit: "z";r=0;t=3
+perl {
+    is($redis->scripts_run - $stash{calls}, 1,
+       "$name: Redis decided only the admission; both 429s came from the zone");
+    my $ttl = $redis->cmd('PTTL', 'throttle:z:{k}');
+    ok($ttl > 2000 && $ttl <= 3000, "$name: ... and Redis's TAT is the one answered ($ttl ms)");
+}
+
+
+
+=== TEST 25: a cost that can never fit gets the key's fields, as Redis holds them, never a fresh key's
+--- redis
+redis
+--- http_config
+throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+throttle_zone $http_x_key zone=z:1m rate=1r/m burst=0 redis=main;
+throttle_zone $http_x_key zone=l:1m rate=1r/m burst=0;
+--- config
+location /s/ {
+    alias $TEST_NGINX_HTML_DIR/;
+    throttle zone=z cost=$http_x_cost;
+}
+location /l/ {
+    alias $TEST_NGINX_HTML_DIR/;
+    throttle zone=l cost=$http_x_cost;
+}
+--- requests
+# as a local zone answers
+GET /l/a.txt => 200
+  > X-Key: a
+  > X-Cost: 1
+  RateLimit: "l";r=0;t=60
+GET /l/a.txt => 429
+  > X-Key: a
+  > X-Cost: 3
+  no Retry-After
+  RateLimit ~ ^"l";r=0;t=(59|60)$
+GET /s/a.txt => 200
+  > X-Key: a
+  > X-Cost: 1
+  RateLimit: "z";r=0;t=60
+GET /s/a.txt => 429
+  > X-Key: a
+  > X-Cost: 3
+  no Retry-After
+  RateLimit ~ ^"z";r=0;t=(59|60)$
+perl {
+    # bob's key was used by another node: this one holds nothing of it
+    $redis->cmd('SET', 'throttle:z:{bob}', $redis->time_us + 40e6, 'PX', 40_000);
+    $stash{calls} = $redis->scripts_run;
+}
+GET /s/a.txt => 429
+  > X-Key: bob
+  > X-Cost: 3
+  no Retry-After
+  RateLimit ~ ^"z";r=0;t=(39|40)$
+GET /s/a.txt => 429
+  > X-Key: bob
+  > X-Cost: 5
+  no Retry-After
+  RateLimit ~ ^"z";r=0;t=(39|40)$
+perl {
+    is($redis->scripts_run - $stash{calls}, 1,
+       "$name: Redis answered the first, the zone the next from that answer");
+    is($redis->cmd('GET', 'throttle:z:{bob}') > 0 && $redis->cmd('PTTL', 'throttle:z:{bob}') <= 40_000,
+       1, "$name: nothing charged");
 }

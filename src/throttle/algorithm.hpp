@@ -117,7 +117,7 @@ class Algorithm {
                         int64_t now_us, int64_t cost, KeyState &state,
                         int64_t &expire_at_us, int64_t *log) const noexcept;
 
-    // --- strict zones: Redis decides; the zone remembers its rejections
+    // --- strict zones: Redis decides; the zone remembers its answers
 
     virtual StrictScripts strict_scripts() const noexcept = 0;
     // The decision script's ARGV.
@@ -127,16 +127,18 @@ class Algorithm {
     // identified by `tokens`.
     virtual ScriptArgs refund_args(const Policy &policy, int64_t cost,
                                    const int64_t tokens[2]) const noexcept = 0;
-    // What to keep of Redis's rejection of `cost` units sent at sent_at_us
-    // (the zone's clock, never later than when Redis decided): a decision
-    // to commit, whose store is false if there is nothing to keep. By
-    // default Redis's answer to that very cost (see denial.hpp).
-    virtual Decision remember(const Policy         &policy,
-                              const ThrottleResult &rejection, int64_t cost,
+    // What to make of Redis's answer to `cost` units sent at sent_at_us
+    // (the zone's clock, never later than when Redis decided), given what
+    // is remembered (`memory`: null if nothing live): a decision to commit
+    // (one already stale forgets), whose store is false to keep the memory
+    // as it is. Every answer but a charge given back comes here. By default
+    // Redis's rejection of that very cost (see denial.hpp).
+    virtual Decision remember(const Policy &policy, const KeyState *memory,
+                              const ThrottleResult &answer, int64_t cost,
                               int64_t sent_at_us) const noexcept;
     // Rejects from what remember() kept (`memory`: null if nothing, or
-    // nothing live) what Redis would reject; a decision that is not
-    // limited means "ask Redis". Never stores.
+    // nothing live) what Redis would reject, with Redis's answer; a
+    // decision that is not limited means "ask Redis". Never stores.
     virtual Decision recall(const Policy &policy, const KeyState *memory,
                             int64_t expire_at_us, int64_t now_us,
                             int64_t cost) const noexcept;
@@ -144,6 +146,10 @@ class Algorithm {
     // state as a memory), so that a zone may move to or from sync=strict
     // over a reload and keep its keys.
     virtual bool memory_is_state() const noexcept { return false; }
+    // Whether units leave a key's window one by one as time passes (a
+    // sliding window or log): then a rejected key's remaining units may
+    // grow before its retry time, which the default memory must allow for.
+    virtual bool units_leave_gradually() const noexcept { return false; }
 
     // --- async zones: the zone decides, and syncs with Redis
 

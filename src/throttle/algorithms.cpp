@@ -94,10 +94,12 @@ Algorithm::record(const Policy &, const Decision &decision, int64_t, int64_t,
 }
 
 Decision
-Algorithm::remember(const Policy &, const ThrottleResult &rejection,
-                    int64_t cost, int64_t sent_at_us) const noexcept
+Algorithm::remember(const Policy &, const KeyState *memory,
+                    const ThrottleResult &answer, int64_t cost,
+                    int64_t sent_at_us) const noexcept
 {
-    return remember_denial(rejection, cost, sent_at_us);
+    return remember_denial(memory, answer, cost, sent_at_us,
+                           units_leave_gradually());
 }
 
 Decision

@@ -13,19 +13,27 @@ constexpr int64_t kMaxRemaining = (int64_t{1} << 31) - 1;
 } // namespace
 
 Decision
-remember_denial(const ThrottleResult &rejection, int64_t cost,
-                int64_t sent_at_us) noexcept
+remember_denial(const KeyState *memory, const ThrottleResult &answer,
+                int64_t cost, int64_t sent_at_us, bool gradual) noexcept
 {
     Decision d;
-    if (!rejection.limited || rejection.retry_after_us <= 0) {
+    if (!answer.limited) {
+        // admitted: the window counts more than the memory says
+        d.store = memory != nullptr;
+        return d;
+    }
+    if (answer.retry_after_us <= 0 || (gradual && cost != 1)) {
+        // a cost that never fits (no time to wait for), or an answer that
+        // may change before its retry time: nothing to remember, and the
+        // memory, if any, still holds (a rejection changes nothing)
         return d;
     }
     d.store = true;
-    d.state.words[0] = sent_at_us + rejection.retry_after_us;
+    d.state.words[0] = sent_at_us + answer.retry_after_us;
     d.state.words[1] = pack_counts(
-        cost, std::clamp(rejection.remaining, int64_t{0}, kMaxRemaining));
-    d.expire_at_us = sent_at_us
-        + std::max(rejection.reset_after_us, rejection.retry_after_us);
+        cost, std::clamp(answer.remaining, int64_t{0}, kMaxRemaining));
+    d.expire_at_us =
+        sent_at_us + std::max(answer.reset_after_us, answer.retry_after_us);
     return d;
 }
 

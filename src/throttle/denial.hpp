@@ -1,14 +1,22 @@
-// A strict zone's memory of Redis's rejections: what Algorithm::remember()
+// A strict zone's memory of Redis's answers: what Algorithm::remember()
 // and recall() do unless an algorithm knows better (GCRA remembers a lower
 // bound of the TAT instead, which says more). Redis rejected `cost` units
 // at `sent_at` (the zone's clock, when the command left: never later than
 // when Redis decided) and said the same request would pass `retry_after`
 // later, and the key would be fresh `reset_after` later. Until the retry
-// time Redis would reject that cost again: a window's count only grows
-// until the time the retry was computed for. So the zone rejects it by
-// itself, without a round trip, with the same answer. Other costs go to
-// Redis: a smaller one may fit, and a larger one's retry time is later
-// than the one remembered.
+// time Redis would reject that cost again with the same answer, as long
+// as it admits nothing for the key: a rejection changes nothing, and a
+// window's count does not drop before the time the retry was computed
+// for. So the zone rejects it by itself, without a round trip. Other costs
+// go to Redis: a smaller one may fit, and a larger one's retry time is
+// later than the one remembered.
+//
+// Every answer of Redis's for the key updates the memory: an admission
+// makes it wrong (the window counts more now), so it is forgotten; a
+// rejection replaces it. Where units leave a window gradually (a sliding
+// window or log), a rejected key's remaining units can grow before the
+// retry time: only a rejection of cost 1, whose remaining stays 0 until
+// then, is remembered, so that every answer is Redis's.
 //
 // The memory, as a key's state: words[0] = until when, words[1] =
 // pack_counts(cost, remaining).
@@ -21,11 +29,14 @@
 
 namespace throttle {
 
-// What to store for a rejection, kept until the key is fresh (for the
-// reset it reports); nothing (store false) for one that never passes
-// (retry_after -1: no time to wait for).
-Decision remember_denial(const ThrottleResult &rejection, int64_t cost,
-                         int64_t sent_at_us) noexcept;
+// What to make of Redis's answer to `cost` units sent at sent_at_us, as a
+// decision to commit: a store of the new memory; a store of one that is
+// already stale (expire_at_us 0), to forget the memory (`memory`: what is
+// remembered now, null if nothing); or no store, to keep it as it is.
+// `gradual`: whether units leave the key's window one by one (see above).
+Decision remember_denial(const KeyState *memory, const ThrottleResult &answer,
+                         int64_t cost, int64_t sent_at_us,
+                         bool gradual) noexcept;
 
 // Rejects from the memory (`cached`, kept until `expire_at_us`: null if
 // none) what Redis would; a decision that is not limited means "ask

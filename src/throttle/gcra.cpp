@@ -205,23 +205,36 @@ class Gcra final : public Algorithm {
         return {{policy.emission_interval_us, cost, 0, 0}, 2};
     }
 
-    // A lower bound of the TAT, which only grows: it rejects by itself
-    // whatever Redis would reject for any cost, until it is past.
-    Decision remember(const Policy &, const ThrottleResult &rejection, int64_t,
-                      int64_t sent_at_us) const noexcept override
+    // A lower bound of the TAT, from every answer (an admission's
+    // reset_after is the TAT it moved to, a rejection's the TAT it left):
+    // the TAT only grows but for a refund, and a charge given back is
+    // never remembered, so the highest bound holds. From it the zone
+    // rejects by itself whatever Redis would reject for any cost, until it
+    // is past, with the fields Redis would answer then.
+    Decision remember(const Policy &, const KeyState *memory,
+                      const ThrottleResult &answer, int64_t,
+                      int64_t               sent_at_us) const noexcept override
     {
-        Decision d;
+        const int64_t bound = sent_at_us + answer.reset_after_us;
+        Decision      d;
+        if (memory != nullptr && memory->words[0] >= bound) {
+            return d; // an answer that crossed a newer one's on its way
+        }
         d.store = true;
-        d.state.words[0] = sent_at_us + rejection.reset_after_us;
-        d.expire_at_us = d.state.words[0];
+        d.state.words[0] = bound;
+        d.expire_at_us = bound;
         return d;
     }
 
-    // (with no memory, as a fresh key: a cost that can never fit is
-    // rejected without asking)
+    // With no memory the zone knows nothing of the key: Redis answers,
+    // even a cost that can never fit (which it does not charge), so that
+    // the answer's fields are the key's, not a fresh key's.
     Decision recall(const Policy &policy, const KeyState *memory, int64_t,
                     int64_t now_us, int64_t cost) const noexcept override
     {
+        if (memory == nullptr) {
+            return Decision{};
+        }
         Decision d = gcra_decision(policy, memory, now_us, cost);
         d.store = false;
         return d;

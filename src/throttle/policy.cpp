@@ -144,11 +144,15 @@ Policy::refund_call(int64_t cost, const int64_t tokens[2]) const noexcept
 }
 
 Decision
-Policy::remember_rejection(const ThrottleResult &rejection, int64_t cost,
-                           int64_t sent_at_us, int64_t now) const noexcept
+Policy::remember_answer(const StoredKey *key, const ThrottleResult &answer,
+                        int64_t cost, int64_t sent_at_us,
+                        int64_t now) const noexcept
 {
-    Decision d = algorithm->remember(*this, rejection, cost, sent_at_us);
-    d.store = d.store && d.expire_at_us > now;
+    const bool live = key != nullptr && key->expire_at_us > now;
+    Decision   d = algorithm->remember(*this, live ? &key->state : nullptr,
+                                       answer, cost, sent_at_us);
+    // a stale memory is worth writing only over one the zone holds
+    d.store = d.store && (d.expire_at_us > now || live);
     return d;
 }
 

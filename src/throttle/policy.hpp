@@ -100,12 +100,16 @@ struct Policy {
     // Gives back a charge Redis made for a request another zone refused.
     ScriptCall refund_call(int64_t       cost,
                            const int64_t tokens[2]) const noexcept;
-    // What the zone keeps of Redis's rejection of `cost` units sent at
-    // sent_at_us: a decision to commit, whose store is false if it would
-    // already be stale at now_us.
-    Decision remember_rejection(const ThrottleResult &rejection, int64_t cost,
-                                int64_t sent_at_us,
-                                int64_t now_us) const noexcept;
+    // What the zone makes of Redis's answer to `cost` units sent at
+    // sent_at_us for a key it holds as `key` (null if not): a decision to
+    // commit. Its store is false if there is nothing to write: nothing
+    // changes, or a memory to forget or one already stale at now_us for a
+    // key the zone does not hold. Every answer but that of a charge given
+    // back (Policy::refund_call()) belongs here, so that the zone's next
+    // rejections answer from Redis's newest word.
+    Decision remember_answer(const StoredKey *key, const ThrottleResult &answer,
+                             int64_t cost, int64_t sent_at_us,
+                             int64_t now_us) const noexcept;
 
     // --- async zones
 

@@ -203,6 +203,9 @@ class SlidingLog final : public WindowAlgorithm {
     {
         return "use sync=strict, or sliding_window";
     }
+
+    // each entry leaves the window W after it came
+    bool units_leave_gradually() const noexcept override { return true; }
 };
 
 const SlidingLog kSlidingLog;

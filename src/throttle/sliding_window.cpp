@@ -169,6 +169,9 @@ class SlidingWindow final : public WindowAlgorithm {
     {
         return {{cost, tokens[0], policy.window_us, 0}, 3};
     }
+
+    // the previous window weighs less as the current one goes on
+    bool units_leave_gradually() const noexcept override { return true; }
 };
 
 const SlidingWindow kSlidingWindow;

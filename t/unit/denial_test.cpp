@@ -1,5 +1,5 @@
-// A strict window zone's memory of Redis's rejections: it rejects what
-// Redis would, with Redis's answer, and only that.
+// A strict window zone's memory of Redis's answers: it rejects what Redis
+// would, with Redis's answer, and only that.
 #include "throttle/denial.hpp"
 
 #include <gtest/gtest.h>
@@ -24,7 +24,8 @@ rejection(int64_t remaining, int64_t retry_after_us, int64_t reset_after_us)
 
 TEST(Denial, RejectsTheSameCostUntilTheRetryWithRedisAnswer)
 {
-    Decision m = remember_denial(rejection(2, 5'000, 9'000), 3, 1'000'000);
+    Decision m = remember_denial(nullptr, rejection(2, 5'000, 9'000), 3,
+                                 1'000'000, false);
     EXPECT_EQ(m.state.words[0], 1'005'000);
     EXPECT_EQ(m.expire_at_us, 1'009'000); // kept until the key is fresh
 
@@ -42,7 +43,8 @@ TEST(Denial, RejectsTheSameCostUntilTheRetryWithRedisAnswer)
 
 TEST(Denial, AsksRedisForOtherCostsOrLater)
 {
-    Decision      m = remember_denial(rejection(2, 5'000, 9'000), 3, 1'000'000);
+    Decision      m = remember_denial(nullptr, rejection(2, 5'000, 9'000), 3,
+                                      1'000'000, false);
     const int64_t until = m.expire_at_us;
 
     // a smaller cost may fit in what is left
@@ -64,7 +66,9 @@ TEST(Denial, AsksRedisForOtherCostsOrLater)
 
 TEST(Denial, NothingToRememberForACostThatNeverFits)
 {
-    EXPECT_FALSE(remember_denial(rejection(10, -1, 0), 11, 1'000'000).store);
+    EXPECT_FALSE(
+        remember_denial(nullptr, rejection(10, -1, 0), 11, 1'000'000, false)
+            .store);
 }
 
 TEST(Denial, LargeValuesKeepTheirHalves)
@@ -72,10 +76,50 @@ TEST(Denial, LargeValuesKeepTheirHalves)
     const int64_t cost = 1'000'000'000;
     const int64_t remaining = (int64_t{1} << 31) - 1;
     Decision      m = remember_denial(
-             rejection(remaining, 86'400'000'000, 86'400'000'000), cost, 1);
+             nullptr, rejection(remaining, 86'400'000'000, 86'400'000'000), cost, 1,
+             false);
     Decision d = recall_denial(&m.state, m.expire_at_us, remaining, 2, cost);
     EXPECT_TRUE(d.result.limited);
     EXPECT_EQ(d.result.remaining, remaining);
     EXPECT_FALSE(recall_denial(&m.state, m.expire_at_us, remaining, 2, cost - 1)
                      .result.limited);
+}
+
+TEST(Denial, AnAdmissionForgetsAndARejectionReplaces)
+{
+    Decision m =
+        remember_denial(nullptr, rejection(2, 5'000, 9'000), 3, 1'000, false);
+
+    ThrottleResult admitted;
+    admitted.limit = 10;
+    admitted.remaining = 1;
+    Decision forget = remember_denial(&m.state, admitted, 1, 2'000, false);
+    EXPECT_TRUE(forget.store);
+    EXPECT_EQ(forget.expire_at_us, 0); // stale at once
+    // nothing remembered: nothing to forget
+    EXPECT_FALSE(remember_denial(nullptr, admitted, 1, 2'000, false).store);
+
+    Decision replaced =
+        remember_denial(&m.state, rejection(0, 7'000, 9'000), 2, 2'000, false);
+    EXPECT_TRUE(replaced.store);
+    EXPECT_EQ(replaced.state.words[0], 9'000);
+    EXPECT_EQ(high_count(replaced.state.words[1]), 2);
+
+    // a cost that never fits changes nothing in Redis: the memory holds
+    EXPECT_FALSE(
+        remember_denial(&m.state, rejection(2, -1, 9'000), 11, 2'000, false)
+            .store);
+}
+
+TEST(Denial, WhereUnitsLeaveGraduallyOnlyCostOneIsRemembered)
+{
+    // the remaining units of a cost-2 rejection may grow to 1 before the
+    // retry time: Redis answers each of those
+    EXPECT_FALSE(
+        remember_denial(nullptr, rejection(0, 5'000, 9'000), 2, 1'000, true)
+            .store);
+    // a cost-1 rejection leaves 0 until then
+    EXPECT_TRUE(
+        remember_denial(nullptr, rejection(0, 5'000, 9'000), 1, 1'000, true)
+            .store);
 }

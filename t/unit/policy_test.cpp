@@ -200,8 +200,9 @@ TEST(ReloadRules, ALocalLogKeepsItsLimit)
         "");
 }
 
-// A strict zone decides nothing by itself but what Redis rejected.
-TEST(StrictMode, RemembersRedisRejectionsOnly)
+// A strict zone decides nothing by itself but what Redis rejected, and
+// forgets it when Redis admits the key.
+TEST(StrictMode, RemembersRedisRejectionsUntilAnAdmission)
 {
     const int64_t t0 = 1'700'000'000 * kSecond;
     for (const char *name : {"fixed_window", "sliding_window", "sliding_log"}) {
@@ -217,7 +218,7 @@ TEST(StrictMode, RemembersRedisRejectionsOnly)
         redis.remaining = 0;
         redis.retry_after_us = 300'000;
         redis.reset_after_us = 300'000;
-        Decision keep = p.remember_rejection(redis, 1, t0, t0 + 1'000);
+        Decision keep = p.remember_answer(nullptr, redis, 1, t0, t0 + 1'000);
         ASSERT_TRUE(keep.store) << name;
         p.commit(keep, t0 + 1'000, 1, key, nullptr);
 
@@ -230,7 +231,19 @@ TEST(StrictMode, RemembersRedisRejectionsOnly)
         EXPECT_FALSE(p.decide(&key, nullptr, t0 + 300'000, 1).result.limited);
 
         // nothing worth keeping once stale
-        EXPECT_FALSE(p.remember_rejection(redis, 1, t0, t0 + 400'000).store);
+        EXPECT_FALSE(
+            p.remember_answer(nullptr, redis, 1, t0, t0 + 400'000).store);
+
+        // Redis admitted a request for the key (another cost): the window
+        // counts more than the memory says
+        ThrottleResult admitted;
+        admitted.limit = 5;
+        Decision forget =
+            p.remember_answer(&key, admitted, 0, t0 + 100'000, t0 + 101'000);
+        ASSERT_TRUE(forget.store) << name;
+        p.commit(forget, t0 + 101'000, 0, key, nullptr);
+        EXPECT_FALSE(p.decide(&key, nullptr, t0 + 102'000, 1).result.limited)
+            << name;
     }
 }
 
@@ -240,8 +253,9 @@ TEST(StrictMode, GcraRemembersALowerBoundOfTheTat)
     const Policy  p = make_test_policy("gcra", 1, kSecond, 1, Mode::strict);
     StoredKey     key;
 
-    // a cost that can never fit is refused without asking
-    EXPECT_TRUE(p.decide(nullptr, nullptr, t0, 3).result.limited);
+    // knowing nothing of the key, it asks Redis, even about a cost that
+    // can never fit: the answer's fields are the key's
+    EXPECT_FALSE(p.decide(nullptr, nullptr, t0, 3).result.limited);
     EXPECT_FALSE(p.decide(nullptr, nullptr, t0, 2).result.limited);
 
     ThrottleResult redis;
@@ -249,7 +263,7 @@ TEST(StrictMode, GcraRemembersALowerBoundOfTheTat)
     redis.limit = 2;
     redis.reset_after_us = 2 * kSecond; // the TAT, 2 s ahead
     redis.retry_after_us = kSecond;
-    Decision keep = p.remember_rejection(redis, 1, t0, t0);
+    Decision keep = p.remember_answer(nullptr, redis, 1, t0, t0);
     ASSERT_TRUE(keep.store);
     EXPECT_EQ(keep.state.words[0], t0 + 2 * kSecond);
     p.commit(keep, t0, 1, key, nullptr);
@@ -258,6 +272,51 @@ TEST(StrictMode, GcraRemembersALowerBoundOfTheTat)
     EXPECT_TRUE(p.decide(&key, nullptr, t0 + 500'000, 1).result.limited);
     EXPECT_TRUE(p.decide(&key, nullptr, t0 + 500'000, 2).result.limited);
     EXPECT_FALSE(p.decide(&key, nullptr, t0 + kSecond, 1).result.limited);
+    // and one that never fits, with the key's fields
+    Decision never = p.decide(&key, nullptr, t0 + 500'000, 3);
+    EXPECT_TRUE(never.result.limited);
+    EXPECT_EQ(never.result.retry_after_us, -1);
+    EXPECT_EQ(never.result.reset_after_us, 1'500'000);
+}
+
+// The sequence that once answered from a stale bound: rate=4r/s burst=2,
+// T = 250 ms, limit 3. Redis admits cost 3 at t0 (TAT t0 + 750 ms),
+// rejects cost 3 at +300 ms, admits cost 1 (TAT t0 + 1 s): the next cost 3
+// is rejected with Redis's fields, from the TAT the admission moved to.
+TEST(StrictMode, GcraRaisesItsBoundWithEveryAdmission)
+{
+    const int64_t t0 = 9'000 * kSecond;
+    const int64_t ms = 1'000;
+    const Policy  p = make_test_policy("gcra", 4, kSecond, 2, Mode::strict);
+    StoredKey     key;
+
+    auto answer = [&](bool limited, int64_t remaining, int64_t reset_after,
+                      int64_t retry_after, int64_t cost, int64_t at) {
+        ThrottleResult redis;
+        redis.limited = limited;
+        redis.limit = 3;
+        redis.remaining = remaining;
+        redis.reset_after_us = reset_after;
+        redis.retry_after_us = retry_after;
+        Decision d = p.remember_answer(&key, redis, cost, at, at);
+        p.commit(d, at, cost, key, nullptr);
+    };
+
+    answer(false, 0, 750 * ms, -1, 3, t0);
+    answer(true, 1, 450 * ms, 450 * ms, 3, t0 + 300 * ms);
+    EXPECT_FALSE(p.decide(&key, nullptr, t0 + 300 * ms, 1).result.limited);
+    answer(false, 0, 700 * ms, -1, 1, t0 + 300 * ms);
+
+    Decision again = p.decide(&key, nullptr, t0 + 300 * ms, 3);
+    EXPECT_TRUE(again.result.limited);
+    EXPECT_EQ(again.result.remaining, 0);
+    EXPECT_EQ(again.result.retry_after_us, 700 * ms);
+    EXPECT_EQ(again.result.reset_after_us, 700 * ms);
+
+    // an older answer arriving late does not lower the bound
+    answer(true, 1, 450 * ms, 450 * ms, 3, t0 + 300 * ms);
+    EXPECT_EQ(p.decide(&key, nullptr, t0 + 300 * ms, 3).result.retry_after_us,
+              700 * ms);
 }
 
 TEST(StrictMode, ScriptCallsPerAlgorithm)
