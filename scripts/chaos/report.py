@@ -30,8 +30,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "lib"))
-from reliability import write_section  # noqa: E402
-from tables import md_table, text_table  # noqa: E402
+from reliability import report, write_section  # noqa: E402
 
 FAULTS = {
     "steady": "none (the reference)",
@@ -310,23 +309,8 @@ def main():
     legend = ("Answers: status and X-Throttle (P PASSED, R REJECTED, EA "
               "ERROR_ALLOWED, ED ERROR_DENIED). Socket errors: connect/read/"
               "write/timeout, as wrk counts them.")
-    print(text_table(header, rows, align))
-    print(legend)
-    for n in notes:
-        print("note: " + n)
-    for f in failures:
-        print("FAILED: " + f)
-    print("chaos: %s" % ("%d checks failed" % len(failures) if failures
-                         else "every check passed"))
-
-    md = md_table(header, rows, align)
-    lists = ""
-    if notes:
-        lists += "\nNotes:\n\n" + "\n".join("- " + n for n in notes) + "\n"
-    lists += ("\nFailed checks:\n\n" + "\n".join("- " + f for f in failures)
-              + "\n") if failures else "\nEvery check passed.\n"
-    with open(args.markdown, "w") as f:
-        f.write(md + "\n\n" + legend + "\n" + lists)
+    md, lists = report("chaos", (header, rows, align), legend, notes,
+                       failures, args.markdown)
     if args.docs:
         write_section(args.docs, "chaos", doc_section(args, md, legend, lists))
     return 1 if failures else 0
@@ -387,7 +371,7 @@ Each phase must pass every check; the run exits non-zero otherwise:
 
 def doc_section(args, md, legend, lists):
     return (DOC_TEXT + "\nRun %s, with the module built from commit %s: %s."
-            "\n\n%s\n\n%s\n%s" % (args.date or "on an unrecorded date",
+            "\n\n%s\n\n%s\n\n%s" % (args.date or "on an unrecorded date",
                                   args.commit or "unknown", args.setup, md,
                                   legend, lists))
 

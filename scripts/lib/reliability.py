@@ -6,6 +6,8 @@ other's as it was, so the file does not depend on which ran last."""
 import os
 import re
 
+from tables import md_table, text_table
+
 HEAD = """\
 # Reliability
 
@@ -55,3 +57,25 @@ def write_section(path, name, text):
     with open(tmp, "w") as f:
         f.write("".join(out))
     os.replace(tmp, path)
+
+
+def report(run, table, caption, notes, failures, markdown):
+    """Prints a run's table (header, rows, align), its caption, notes,
+    failed checks and verdict (run: "chaos", "soak"), and writes them as
+    Markdown to the file `markdown`. Returns the table and the list of
+    notes and failures, as Markdown, for the docs."""
+    print(text_table(*table))
+    print(caption)
+    for n in notes:
+        print("note: " + n)
+    for f in failures:
+        print("FAILED: " + f)
+    print("%s: %s" % (run, "%d checks failed" % len(failures) if failures
+                      else "every check passed"))
+    md = md_table(*table)
+    lists = "\n".join(["- note: " + n for n in notes] +
+                      (["- FAILED: " + f for f in failures] or
+                       ["- every check passed"])) + "\n"
+    with open(markdown, "w") as f:
+        f.write(md + "\n\n" + caption + "\n\n" + lists)
+    return md, lists
