@@ -108,17 +108,19 @@ REDIS_VERSION=$(rcli INFO server | tr -d '\r' | awk -F: '$1 == "redis_version" {
 
 declare -A PORT
 for n in "${NODES[@]}"; do
+    PORT[$n]=$(free_port)
+done
+[ "${PORT[a]}" != "${PORT[b]}" ] && [ "${PORT[a]}" != "$REDIS_PORT" ] \
+    && [ "${PORT[b]}" != "$REDIS_PORT" ] || die "two servers drew the same free port; run again"
+for n in "${NODES[@]}"; do
     p=$PREFIX/$n
     mkdir -p "$p"/{conf,logs,temp}
-    PORT[$n]=$(free_port)
     sed -e "s|@MODULE@|$MODULE|g" -e "s|@REDIS_PORT@|$REDIS_PORT|g" \
         -e "s|@PORT@|${PORT[$n]}|g" "$HERE/nginx.conf.in" >"$p/conf/nginx.conf"
     "$NGINX_BIN" -p "$p/" -c conf/nginx.conf -e logs/error.log \
         || die "nginx $n did not start; see $p/logs/error.log"
     wait_http "${PORT[$n]}" health || die "nginx $n does not answer on 127.0.0.1:${PORT[$n]}"
 done
-[ "${PORT[a]}" != "${PORT[b]}" ] && [ "${PORT[a]}" != "$REDIS_PORT" ] \
-    && [ "${PORT[b]}" != "$REDIS_PORT" ] || die "two servers drew the same free port; run again"
 NGINX_VERSION=$("$NGINX_BIN" -v 2>&1 | sed 's|.*nginx/||')
 echo "chaos: redis-server $REDIS_VERSION on 127.0.0.1:$REDIS_PORT; nginx $NGINX_VERSION" \
      "on 127.0.0.1:${PORT[a]} (a) and 127.0.0.1:${PORT[b]} (b), 2 workers each;" \

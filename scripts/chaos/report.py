@@ -171,6 +171,31 @@ def check_effect(phase, answers, record):
     return []
 
 
+def effect_note(phase, answers, record):
+    """What the run saw of the fault, in words, for the notes."""
+    errors = sum(n for (epoch, _, _, d), n in answers.items()
+                 if epoch == "fault" and d.startswith("ERROR"))
+    met = "%d strict answers ERROR_* while it lasted" % errors
+    if phase == "stall":
+        return met
+    if phase == "kill":
+        return "%s; Redis pid %s killed, %s started" % (
+            met, record["killed_pid"], record["restarted_pid"])
+    if phase == "maxmemory":
+        return "%s; %s MiB of filler, %d OOM replies" % (
+            met, record["filler_mib"],
+            int(record["oom_after"]) - int(record["oom_before"]))
+    if phase == "script_flush":
+        return "%d NOSCRIPT replies after the flush" % (
+            int(record["noscript_after"]) - int(record["noscript_before"]))
+    if phase == "client_kill":
+        return "%s connections killed" % record["clients_killed"]
+    if phase == "upgrade":
+        return "master %s replaced by %s" % (record["old_master"],
+                                             record["new_master"])
+    return None
+
+
 def check_units(phase, answers, units, day_turned):
     """The count zone: Redis's units per epoch against the admitted ones.
     Returns failures, and notes on units lost as documented."""
@@ -297,7 +322,9 @@ def main():
         keep_fails, keep_notes = check_keep(phase, record, nodes)
         fails += unit_fails + keep_fails
         failures += ["%s: %s" % (phase, f) for f in fails]
-        notes += ["%s: %s" % (phase, n) for n in unit_notes + keep_notes]
+        effect = effect_note(phase, answers, record)
+        notes += ["%s: %s" % (phase, n) for n in
+                  ([effect] if effect else []) + unit_notes + keep_notes]
         rows.append([phase, FAULTS[phase], "{:,}".format(summary["requests"]),
                      answers_cell(answers), "%.0f" % (summary["max_us"] / 1000),
                      "%d/%d/%d/%d" % (summary["connect"], summary["read"],
