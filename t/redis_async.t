@@ -882,7 +882,7 @@ location / {
 --- requests
 # the first sync (at start-up, with nothing to send) is over: the next is
 # a minute away
-sleep 0.6
+sleep 1
 GET /a.txt x3 => 200
   > X-Key: k
 perl {
