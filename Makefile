@@ -7,6 +7,13 @@
 #                docs/performance.md
 #   make accuracy  how exactly each mode holds a limit across two nginx;
 #                writes docs/accuracy.md and docs/accuracy.png
+#   make chaos   two nginx and Redis under load while Redis is stalled,
+#                killed, flushed and filled and nginx reloaded and upgraded
+#                (~1 minute); checks every answer, fails on a broken check;
+#                writes the chaos section of docs/reliability.md
+#   make soak    distinct keys at full speed into small zones for
+#                SOAK_SECONDS (600); checks that memory stays flat; writes
+#                the soak section of docs/reliability.md and docs/soak.png
 
 SHELL       := /bin/bash
 NGINX_SRC   ?= /usr/share/nginx/src
@@ -25,6 +32,8 @@ TEST_DEPS   := $(BUILD_DEPS) googletest libgtest-dev perl libtest-base-perl \
 DEMO_DEPS   := $(BUILD_DEPS) curl
 BENCH_DEPS  := $(BUILD_DEPS) wrk curl python3 redis-server redis-tools
 ACCURACY_DEPS := $(BUILD_DEPS) python3 redis-server redis-tools gnuplot-nox
+CHAOS_DEPS  := $(BUILD_DEPS) wrk curl python3 redis-server redis-tools procps
+SOAK_DEPS   := $(CHAOS_DEPS) gnuplot-nox
 
 CORE_SRCS   := $(wildcard src/throttle/*.cpp src/throttle/*.hpp src/scripts/*.lua \
                src/scripts/lib/*.lua \
@@ -32,7 +41,7 @@ CORE_SRCS   := $(wildcard src/throttle/*.cpp src/throttle/*.hpp src/scripts/*.lu
 GLUE_SRCS   := $(wildcard ngx_module/*.cpp ngx_module/*.h) config
 
 .PHONY: all build core deps test unit integration demo demo-stop bench accuracy \
-        format clean
+        chaos soak format clean
 
 all: build
 
@@ -123,6 +132,16 @@ accuracy:
 	@scripts/deps.sh $(ACCURACY_DEPS)
 	@$(MAKE) --no-print-directory build
 	@NGINX_BIN=$(NGINX_BIN) MODULE=$(MODULE) scripts/accuracy.sh
+
+chaos:
+	@scripts/deps.sh $(CHAOS_DEPS)
+	@$(MAKE) --no-print-directory build
+	@NGINX_BIN=$(NGINX_BIN) MODULE=$(MODULE) scripts/chaos.sh
+
+soak:
+	@scripts/deps.sh $(SOAK_DEPS)
+	@$(MAKE) --no-print-directory build
+	@NGINX_BIN=$(NGINX_BIN) MODULE=$(MODULE) scripts/soak.sh
 
 format:
 	clang-format -i src/throttle/*.[ch]pp ngx_module/*.cpp ngx_module/*.h \

@@ -11,24 +11,40 @@
  * When Redis cannot be reached the units stay pending in the zone (bounded
  * by the zone's size: a key evicted before it was synced loses them, and
  * they are counted) and go out with the next sync that succeeds.
+ *
+ * A worker shutting down gracefully (a reload, a binary upgrade, a quit)
+ * sends the units pending in the zone before it exits: after an upgrade
+ * or a quit no worker of this nginx would ever send them.
  */
 
 #include "ngx_http_throttle_async.h"
 
 static void ngx_http_throttle_async_tick(ngx_event_t *ev) noexcept;
 
+/* How often at most a worker shutting down waits for its last tick. */
+#define NGX_HTTP_THROTTLE_ASYNC_TICK_MAX 250 /* ms */
+
 /* Workers look four times an interval whether the sync is due, so that it
- * runs at most a quarter interval late whichever worker takes it. */
+ * runs at most a quarter interval late whichever worker takes it; and at
+ * least every NGX_HTTP_THROTTLE_ASYNC_TICK_MAX, since a worker shutting
+ * down waits for its next tick to send its last units. */
 static ngx_msec_t
 ngx_http_throttle_async_tick_ms(ngx_http_throttle_zone_t *zone) noexcept
 {
-    return ngx_max(zone->sync_interval / 4, (ngx_msec_t) 2);
+    return ngx_min(ngx_max(zone->sync_interval / 4, (ngx_msec_t) 2),
+                   (ngx_msec_t) NGX_HTTP_THROTTLE_ASYNC_TICK_MAX);
+}
+
+bool
+ngx_http_throttle_async_exiting() noexcept
+{
+    return ngx_exiting || ngx_quit;
 }
 
 static void
 ngx_http_throttle_async_schedule(ngx_http_throttle_zone_t *zone) noexcept
 {
-    if (!ngx_exiting && !ngx_terminate && !ngx_quit) {
+    if (!ngx_http_throttle_async_exiting() && !ngx_terminate) {
         ngx_add_timer(zone->sync_timer, ngx_http_throttle_async_tick_ms(zone));
     }
 }
@@ -217,7 +233,11 @@ ngx_http_throttle_async_tick(ngx_event_t *ev) noexcept
     /* drained keys go even without traffic to sweep them */
     ngx_http_throttle_expire(zone, 100, now);
 
-    round = ngx_http_throttle_async_claim(zone, now);
+    /* a worker shutting down takes what is due at once, whatever the
+     * schedule and whoever holds the claim: this is its last tick */
+    round = ngx_http_throttle_async_exiting()
+        ? ngx_http_throttle_async_take(zone, now)
+        : ngx_http_throttle_async_claim(zone, now);
 
     ngx_shmtx_unlock(&zone->shpool->mutex);
 
@@ -242,8 +262,8 @@ ngx_http_throttle_async_init_worker(ngx_cycle_t              *cycle,
     ev->handler = ngx_http_throttle_async_tick;
     ev->data = zone;
     ev->log = cycle->log;
-    /* a pending sync does not keep an exiting worker alive */
-    ev->cancelable = 1;
+    /* not cancelable: a worker shutting down waits for its last tick, and
+     * that tick's calls for their replies (or their timeout) */
 
     zone->sync_timer = ev;
 

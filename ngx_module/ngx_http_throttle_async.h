@@ -43,6 +43,10 @@ typedef struct {
 void ngx_http_throttle_async_send(ngx_http_throttle_async_round_t *round,
                                   ngx_uint_t first, ngx_uint_t n) noexcept;
 
+/* ngx_http_throttle_async.cpp: whether this worker is shutting down
+ * (gracefully), and sending its last units. */
+bool ngx_http_throttle_async_exiting() noexcept;
+
 /* ngx_http_throttle_async.cpp: every call of the round is done. */
 void
 ngx_http_throttle_async_finish(ngx_http_throttle_async_round_t *round) noexcept;

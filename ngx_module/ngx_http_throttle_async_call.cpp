@@ -242,7 +242,11 @@ ngx_http_throttle_async_call(ngx_http_throttle_async_round_t *round,
     call->eval.nkeys = n;
     call->eval.argv = argv;
     call->eval.nargv = nargv;
-    call->eval.timeout = ngx_max(redis->timeout, zone->sync_interval);
+    /* a sync may take as long as an interval, but a worker shutting down
+     * waits no longer than a request would */
+    call->eval.timeout = ngx_http_throttle_async_exiting()
+        ? redis->timeout
+        : ngx_max(redis->timeout, zone->sync_interval);
 
     return call;
 }

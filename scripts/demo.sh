@@ -27,14 +27,8 @@ ngx() {
     "$NGINX_BIN" -p "$PREFIX/" -c conf/nginx.conf -e logs/error.log "$@"
 }
 
-# Whether a process is alive; an exited one waiting to be reaped (nginx's
-# master is a daemon, its adoptive parent may be slow) is not.
-alive() {
-    local state
-    state=$(awk '{ sub(/.*\) /, ""); print $1 }' "/proc/$1/stat" 2>/dev/null) \
-        || return 1
-    [ -n "$state" ] && [ "$state" != Z ] && [ "$state" != X ]
-}
+# alive, wait_gone
+. "$ROOT/scripts/lib/processes.sh"
 
 running_pid() {
     local pid
@@ -45,17 +39,13 @@ running_pid() {
 }
 
 stop() {
-    local pid i
+    local pid
     if ! pid=$(running_pid); then
         echo "demo: not running"
         return 0
     fi
     ngx -s quit 2>/dev/null || kill -QUIT "$pid"
-    for i in $(seq 100); do
-        alive "$pid" || break
-        sleep 0.1
-    done
-    if alive "$pid"; then
+    if ! wait_gone "$pid" 200; then
         kill -TERM "$pid" 2>/dev/null || true
         sleep 0.5
     fi

@@ -869,6 +869,35 @@ cannot sync with Redis
 
 
 
+=== TEST 6b: nginx -s quit: the workers send the units charged since the last sync before they exit
+--- redis
+redis
+--- http_config
+throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+throttle_zone $http_x_key zone=z:1m rate=1r/m burst=9 redis=main sync=async sync_interval=60s;
+--- config
+location / {
+    throttle zone=z;
+}
+--- requests
+# the first sync (at start-up, with nothing to send) is over: the next is
+# a minute away
+sleep 1
+GET /a.txt x3 => 200
+  > X-Key: k
+perl {
+    sleep 0.3;
+    ok(!$redis->cmd('EXISTS', 'throttle:{z}:k'), "$name: no sync before the quit");
+    my $t = time;
+    ok(ThrottleTest::Nginx::stop_nginx($nginx->{master}), "$name: nginx quits gracefully");
+    cmp_ok(time - $t, '<', 2, "$name: ... within 2 s");
+    main::holds_units($redis, 'throttle:{z}:k', 3, 60_000, "$name: the 3 units reached Redis");
+}
+--- no_error_log
+cannot sync with Redis
+
+
+
 === TEST 7: a key idle past its expiry is gone from Redis (its own expiry) and from the zone (the next request is fresh)
 --- redis
 redis

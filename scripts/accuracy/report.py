@@ -32,6 +32,11 @@ import csv
 import json
 import math
 import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "lib"))
+from tables import md_table, text_table  # noqa: E402
 
 
 def load_mode(raw, mode):
@@ -59,26 +64,6 @@ def interval_ms(mode):
 def label(mode):
     ms = interval_ms(mode)
     return "async %d ms" % ms if ms is not None else mode
-
-
-def md_table(header, rows, align):
-    out = ["| " + " | ".join(header) + " |",
-           "|" + "|".join(":---" if a == "l" else "---:" for a in align) + "|"]
-    for r in rows:
-        out.append("| " + " | ".join(str(c) for c in r) + " |")
-    return "\n".join(out)
-
-
-def text_table(header, rows, align):
-    cells = [header] + [[str(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    lines = []
-    for n, r in enumerate(cells):
-        lines.append("  ".join(c.ljust(w) if a == "l" else c.rjust(w)
-                               for c, w, a in zip(r, widths, align)).rstrip())
-        if n == 0:
-            lines.append("  ".join("-" * w for w in widths))
-    return "\n".join(lines)
 
 
 def main():

@@ -1,7 +1,8 @@
-# Shell helpers shared by bench/run.sh and scripts/accuracy.sh: loopback
-# ports, and starting and stopping the nginx and redis-server those scripts
-# run. Needs $PYTHON, die and rcli (redis-cli on $REDIS_PORT) from the
-# caller; start_redis sets $REDIS_PID, which stop_redis stops.
+# Shell helpers shared by bench/run.sh, scripts/accuracy.sh,
+# scripts/chaos.sh and scripts/soak.sh: loopback ports, and starting,
+# watching and stopping the nginx and redis-server those scripts run. Needs
+# $PYTHON, die and rcli (redis-cli on $REDIS_PORT) from the caller;
+# start_redis sets $REDIS_PID, which stop_redis stops.
 
 # The commit the module under test was built from, for the reports: with
 # "-dirty" if files differ from it, other than the docs these scripts write.
@@ -12,6 +13,14 @@ source_commit() {
     echo "$commit"
 }
 
+# Checks that $NGINX_BIN runs and $MODULE exists, and makes $MODULE an
+# absolute path (nginx loads it from its configuration, in its prefix).
+check_nginx_and_module() {
+    [ -x "$NGINX_BIN" ] || die "no nginx binary at $NGINX_BIN"
+    [ -f "$MODULE" ] || die "no module at $MODULE (run: make build)"
+    case $MODULE in /*) ;; *) MODULE=$(cd "$(dirname "$MODULE")" && pwd)/$(basename "$MODULE") ;; esac
+}
+
 # A free TCP port on loopback.
 free_port() {
     "$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
@@ -20,16 +29,48 @@ free_port() {
 # Stops the nginx whose pid file is $1 and waits for it (a zombie counts as
 # gone: the daemon's adoptive parent may be slow to reap it).
 stop_nginx() {
-    local pidfile=$1 pid i state
+    local pidfile=$1 pid
     [ -s "$pidfile" ] || return 0
     pid=$(cat "$pidfile")
     kill -TERM "$pid" 2>/dev/null || { rm -f "$pidfile"; return 0; }
-    for i in $(seq 200); do
-        state=$(awk '{ sub(/.*\) /, ""); print $1 }' "/proc/$pid/stat" 2>/dev/null) || break
-        [ "$state" = Z ] && break
+    wait_gone "$pid" 200 || true
+    rm -f "$pidfile"
+}
+
+# Whether process $1 is alive; one that exited and waits to be reaped (a
+# daemon's adoptive parent may be slow) is not.
+alive() {
+    local state
+    state=$(awk '{ sub(/.*\) /, ""); print $1 }' "/proc/$1/stat" 2>/dev/null) \
+        || return 1
+    [ -n "$state" ] && [ "$state" != Z ] && [ "$state" != X ]
+}
+
+# Waits until process $1 is gone, for at most $2 x 50 ms; fails if it is
+# still alive then.
+wait_gone() {
+    local pid=$1 tries=$2 i
+    for i in $(seq "$tries"); do
+        alive "$pid" || return 0
         sleep 0.05
     done
-    rm -f "$pidfile"
+    ! alive "$pid"
+}
+
+# The pids of nginx master $1's workers, one a line, in order.
+nginx_workers() {
+    ps -o pid= --ppid "$1" | tr -d ' ' | sort -n
+}
+
+# Waits until http://127.0.0.1:$1/$2 answers (any status), for at most
+# 5 s; fails if it does not.
+wait_http() {
+    local i
+    for i in $(seq 50); do
+        curl -s -o /dev/null --max-time 1 "http://127.0.0.1:$1/$2" && return 0
+        sleep 0.1
+    done
+    return 1
 }
 
 # Starts $REDIS_SERVER on 127.0.0.1:$REDIS_PORT, without persistence, its
