@@ -14,6 +14,8 @@
 #   make soak    distinct keys at full speed into small zones for
 #                SOAK_SECONDS (600); checks that memory stays flat; writes
 #                the soak section of docs/reliability.md and docs/soak.png
+#   make sanitize  every test again, on a core and module built with
+#                AddressSanitizer and UBSan; fails on their reports
 
 SHELL       := /bin/bash
 NGINX_SRC   ?= /usr/share/nginx/src
@@ -34,14 +36,29 @@ BENCH_DEPS  := $(BUILD_DEPS) wrk curl python3 redis-server redis-tools
 ACCURACY_DEPS := $(BUILD_DEPS) python3 redis-server redis-tools gnuplot-nox
 CHAOS_DEPS  := $(BUILD_DEPS) wrk curl python3 redis-server redis-tools procps
 SOAK_DEPS   := $(CHAOS_DEPS) gnuplot-nox
+SANITIZE_DEPS := $(TEST_DEPS) libasan8 libubsan1
 
 CORE_SRCS   := $(wildcard src/throttle/*.cpp src/throttle/*.hpp src/scripts/*.lua \
                src/scripts/lib/*.lua \
                cmake/*.cmake) CMakeLists.txt
 GLUE_SRCS   := $(wildcard ngx_module/*.cpp ngx_module/*.h) config
 
+# SANITIZE=1 (set by make sanitize, with BUILD=build/sanitize) builds with
+# the sanitizers, and nginx's tree also builds the module of planted bugs.
+SANITIZE_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer
+NGX_CC_OPT  := -g -O2
+NGX_ADDONS  := --add-dynamic-module=$(CURDIR)
+ifdef SANITIZE
+CMAKE_OPTS  := -DTHROTTLE_SANITIZE=ON
+PROBE_CONF  := t/sanitize/probe/config
+PROBE_SRCS  := $(wildcard t/sanitize/probe/*.c)
+NGX_CC_OPT  += $(SANITIZE_FLAGS)
+NGX_LD_OPT  := --with-ld-opt="$(SANITIZE_FLAGS)"
+NGX_ADDONS  += --add-dynamic-module=$(CURDIR)/t/sanitize/probe
+endif
+
 .PHONY: all build core deps test unit integration demo demo-stop bench accuracy \
-        chaos soak format clean
+        chaos soak sanitize sanitize-build format clean
 
 all: build
 
@@ -52,7 +69,8 @@ core: $(CORE_BUILD)/libthrottle_core.a
 
 # CMake tracks the core's own dependencies; configure only once.
 $(CORE_BUILD)/CMakeCache.txt:
-	cmake -S . -B $(CORE_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	cmake -S . -B $(CORE_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	    $(CMAKE_OPTS) >/dev/null
 
 $(CORE_BUILD)/libthrottle_core.a: $(CORE_SRCS) $(CORE_BUILD)/CMakeCache.txt
 	cmake --build $(CORE_BUILD) -j $(JOBS)
@@ -66,18 +84,18 @@ $(shell mkdir -p $(BUILD) && { echo '$(GLUE_FILES)' | cmp -s - $(GLUE_LIST) \
         || echo '$(GLUE_FILES)' > $(GLUE_LIST); })
 
 # nginx's build system, configured once like Debian's nginx (--with-compat).
-$(NGINX_BUILD)/objs/Makefile: config $(GLUE_LIST)
+$(NGINX_BUILD)/objs/Makefile: config $(GLUE_LIST) $(PROBE_CONF)
 	rm -rf $(NGINX_BUILD)
 	mkdir -p $(BUILD)
 	cp -r $(NGINX_SRC) $(NGINX_BUILD)
 	cd $(NGINX_BUILD) && . ./conf_flags && \
 	    THROTTLE_CORE_BUILD=$(CORE_BUILD) ./configure "$${NGX_CONF_FLAGS[@]}" \
-	    --with-cc-opt="-g -O2" --add-dynamic-module=$(CURDIR) \
+	    --with-cc-opt="$(NGX_CC_OPT)" $(NGX_LD_OPT) $(NGX_ADDONS) \
 	    >$(BUILD)/configure.log 2>&1 \
 	    || { tail -20 $(BUILD)/configure.log; exit 1; }
 
 $(MODULE): $(CORE_BUILD)/libthrottle_core.a $(NGINX_BUILD)/objs/Makefile \
-           $(GLUE_SRCS)
+           $(GLUE_SRCS) $(PROBE_SRCS)
 	rm -f $(NGINX_BUILD)/objs/ngx_http_throttle_module.so
 	$(MAKE) -C $(NGINX_BUILD) -f objs/Makefile modules
 	@# a new inode: running nginx processes keep the old file mapped
@@ -142,10 +160,26 @@ soak:
 	@scripts/deps.sh $(SOAK_DEPS)
 	@$(MAKE) --no-print-directory build
 	@NGINX_BIN=$(NGINX_BIN) MODULE=$(MODULE) scripts/soak.sh
+# The sanitized build has a directory of its own: make test's is untouched.
+# sanitize-build is its part run with SANITIZE=1; scripts/sanitize.sh says
+# how the tests run and what fails them.
+SANITIZE_BUILD := $(BUILD)/sanitize
+
+sanitize:
+	@scripts/deps.sh $(SANITIZE_DEPS)
+	@$(MAKE) --no-print-directory BUILD=$(SANITIZE_BUILD) SANITIZE=1 \
+	    sanitize-build
+	@BUILD=$(SANITIZE_BUILD) NGINX_BIN=$(NGINX_BIN) scripts/sanitize.sh
+
+sanitize-build: $(MODULE) $(BUILD)/sanitize_preload.so
+	cmake --build $(CORE_BUILD) -j $(JOBS)
+
+$(BUILD)/sanitize_preload.so: t/sanitize/preload.c
+	$(CC) -shared -fPIC -O2 -Wall -Wextra -Werror -o $@ $< -ldl
 
 format:
 	clang-format -i src/throttle/*.[ch]pp ngx_module/*.cpp ngx_module/*.h \
-	    t/unit/*.cpp t/unit/*.hpp
+	    t/unit/*.cpp t/unit/*.hpp t/sanitize/*.c t/sanitize/probe/*.c
 
 clean:
 	rm -rf $(BUILD)

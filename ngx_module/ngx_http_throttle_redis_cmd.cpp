@@ -97,8 +97,13 @@ ngx_http_throttle_redis_append(ngx_http_throttle_redis_conn_t *conn,
             return NGX_ERROR;
         }
 
-        ngx_memcpy(out, conn->out + conn->out_pos,
-                   conn->out_len - conn->out_pos);
+        /* memcpy's pointers must not be NULL even for no bytes, and the
+         * first growth has no buffer yet */
+        if (conn->out_len > conn->out_pos) {
+            ngx_memcpy(out, conn->out + conn->out_pos,
+                       conn->out_len - conn->out_pos);
+        }
+
         ngx_free(conn->out);
 
         conn->out = out;

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# make sanitize, once the sanitized build is there: every test again, on
+# the core and the module built with AddressSanitizer and UBSan, and the
+# reports read from their files (tests that pass say nothing about reports
+# made in a worker).
+#
+#   1. the check of the setup: nginx with the module of planted bugs
+#      (t/sanitize/plant.pl); their three reports must arrive, or the run
+#      stops there;
+#   2. the unit tests (the binary, built with the sanitizers);
+#   3. the integration tests, on Debian's nginx with the runtimes and
+#      t/sanitize/preload.c's object preloaded (t/sanitize/nginx.sh);
+#   4. the integration tests again, for the stacks of leaks (below): their
+#      results do not count here, their reports do;
+#   5. t/sanitize/check_reports.pl on the reports of 2 to 4: one with a
+#      frame of the module, the core or hiredis fails the run.
+#
+# Stacks are walked by frame pointers, but Debian's nginx has none: a stack
+# through ngx_alloc, where the module gets its memory, stops there. Step 4
+# walks the stacks of allocations by the unwind tables instead
+# (fast_unwind_on_malloc=0), so that a leak names the module's frames; this
+# costs every malloc ten times more, and puts some tests' first requests
+# (a TLS handshake, a 4000-byte key) past their 50 ms Redis timeouts. Step
+# 1 walks them so too, as its planted leak comes from ngx_alloc.
+#
+# The reports are written as the user of nginx's workers (nobody), into a
+# directory anyone may write to (mode 1777), and kept in $BUILD/reports.
+#
+# Environment: BUILD (default build/sanitize), NGINX_BIN (default
+# /usr/sbin/nginx).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${BUILD:-$ROOT/build/sanitize}
+export SANITIZE_NGINX=${NGINX_BIN:-/usr/sbin/nginx}
+MODULE=$BUILD/ngx_http_throttle_module.so
+PROBE=$BUILD/nginx/objs/ngx_http_sanitize_probe_module.so
+KEPT=$BUILD/reports
+
+# The runtimes of the compiler that built the module; ASan's first.
+ASAN_RUNTIME=$(cc -print-file-name=libasan.so)
+UBSAN_RUNTIME=$(cc -print-file-name=libubsan.so)
+export SANITIZE_PRELOAD="$ASAN_RUNTIME $BUILD/sanitize_preload.so $UBSAN_RUNTIME"
+
+REPORTS=$(mktemp -d "${TMPDIR:-/tmp}/throttle-sanitize-XXXXXX")
+chmod 0755 "$REPORTS"
+keep_reports() {
+    rm -rf "$KEPT"
+    mv "$REPORTS" "$KEPT"
+}
+trap keep_reports EXIT
+
+# nginx's exit status must not change for its own leaks (nginx -s reload
+# leaks its cycle's pool): for nginx, the reports say it all.
+NGINX_ASAN=exitcode=0
+LEAK_STACKS=fast_unwind_on_malloc=0
+
+# The sanitizers' options for stage $1 ($2 says what it is), its reports
+# into $REPORTS/$1, with more AddressSanitizer options in $3.
+# print_stacktrace=1 makes a worker slow at its first UBSan report (past a
+# 50 ms Redis timeout): a test may then fail, and the report says why.
+# UBSan's log_path is ASan's: see preload.c.
+sanitize_stage() {
+    local dir=$REPORTS/$1
+    mkdir "$dir"
+    chmod 1777 "$dir"
+    export ASAN_OPTIONS="log_path=$dir/asan${3:+:$3}"
+    export UBSAN_OPTIONS="log_path=$dir/asan:print_stacktrace=1"
+    export SANITIZE_UBSAN_LOG_PATH=$dir/ubsan
+    echo "sanitize: $2"
+}
+
+integration_tests() {
+    TEST_NGINX_BINARY=$ROOT/t/sanitize/nginx.sh TEST_THROTTLE_MODULE=$MODULE \
+        prove -I t/lib t/*.t
+}
+
+# Frames of ours: the sources of the glue, the core and the unit tests, the
+# core's generated sources and the unit test binary (in $BUILD/core), and
+# the module, which holds hiredis (its frames name no source).
+check_reports() {
+    perl "$ROOT/t/sanitize/check_reports.pl" \
+        --ours "$ROOT/ngx_module/" --ours "$ROOT/src/" \
+        --ours "$ROOT/t/unit/" --ours "$BUILD/core/" --ours "$MODULE" "$@"
+}
+
+cd "$ROOT"
+failed=0
+
+sanitize_stage plant "planted bugs, to see their reports arrive" \
+    "$NGINX_ASAN:$LEAK_STACKS"
+TEST_NGINX_BINARY=$ROOT/t/sanitize/nginx.sh TEST_THROTTLE_MODULE=$PROBE \
+    perl t/sanitize/plant.pl
+if ! check_reports --planted "$ROOT/t/sanitize/probe/" --planted "$PROBE" \
+        "$REPORTS/plant"; then
+    echo "sanitize: FAILED: the setup loses reports, the tests were not run"
+    exit 1
+fi
+
+sanitize_stage unit "the unit tests"
+(cd "$BUILD/core" && LD_PRELOAD="$ASAN_RUNTIME $BUILD/sanitize_preload.so" \
+    ./throttle_unit_tests --gtest_brief=1) || failed=1
+
+sanitize_stage integration "the integration tests" "$NGINX_ASAN"
+integration_tests || failed=1
+
+sanitize_stage leaks "the integration tests again, for the stacks of \
+leaks (results in $KEPT/leaks.log, not counted)" "$NGINX_ASAN:$LEAK_STACKS"
+integration_tests >"$REPORTS/leaks.log" 2>&1 || true
+grep -E '^(t/\S+ +\(Wstat|Files=|Result:)' "$REPORTS/leaks.log" || true
+
+echo "sanitize: the reports of the unit and integration tests"
+check_reports "$REPORTS/unit" "$REPORTS/integration" "$REPORTS/leaks" \
+    || failed=1
+
+if [ "$failed" -ne 0 ]; then
+    echo "sanitize: FAILED (reports kept in $KEPT)"
+    exit 1
+fi
+echo "sanitize: passed (reports kept in $KEPT)"
