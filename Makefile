@@ -7,6 +7,7 @@
 #                docs/performance.md
 #   make accuracy  how exactly each mode holds a limit across two nginx;
 #                writes docs/accuracy.md and docs/accuracy.png
+#   make fuzz    the libFuzzer targets of t/fuzz/, FUZZ_SECONDS (60) each
 
 SHELL       := /bin/bash
 NGINX_SRC   ?= /usr/share/nginx/src
@@ -25,6 +26,7 @@ TEST_DEPS   := $(BUILD_DEPS) googletest libgtest-dev perl libtest-base-perl \
 DEMO_DEPS   := $(BUILD_DEPS) curl
 BENCH_DEPS  := $(BUILD_DEPS) wrk curl python3 redis-server redis-tools
 ACCURACY_DEPS := $(BUILD_DEPS) python3 redis-server redis-tools gnuplot-nox
+FUZZ_DEPS   := cmake libssl-dev libhiredis-dev clang llvm libclang-rt-14-dev
 
 CORE_SRCS   := $(wildcard src/throttle/*.cpp src/throttle/*.hpp src/scripts/*.lua \
                src/scripts/lib/*.lua \
@@ -32,7 +34,7 @@ CORE_SRCS   := $(wildcard src/throttle/*.cpp src/throttle/*.hpp src/scripts/*.lu
 GLUE_SRCS   := $(wildcard ngx_module/*.cpp ngx_module/*.h) config
 
 .PHONY: all build core deps test unit integration demo demo-stop bench accuracy \
-        format clean
+        fuzz format clean
 
 all: build
 
@@ -124,9 +126,21 @@ accuracy:
 	@$(MAKE) --no-print-directory build
 	@NGINX_BIN=$(NGINX_BIN) MODULE=$(MODULE) scripts/accuracy.sh
 
+# The core and the fuzz targets built by clang with libFuzzer, ASan and
+# UBSan, apart from the gcc build.
+FUZZ_BUILD   := $(BUILD)/fuzz
+FUZZ_SECONDS ?= 60
+
+fuzz:
+	@scripts/deps.sh $(FUZZ_DEPS)
+	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_CXX_COMPILER=clang++ \
+	    -DTHROTTLE_TESTS=OFF -DTHROTTLE_FUZZ=ON >/dev/null
+	cmake --build $(FUZZ_BUILD) -j $(JOBS)
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh $(FUZZ_BUILD)
+
 format:
 	clang-format -i src/throttle/*.[ch]pp ngx_module/*.cpp ngx_module/*.h \
-	    t/unit/*.cpp t/unit/*.hpp
+	    t/unit/*.cpp t/unit/*.hpp t/fuzz/*.cpp t/fuzz/*.hpp
 
 clean:
 	rm -rf $(BUILD)
