@@ -11,8 +11,10 @@ namespace {
 bool
 plain_key_byte(unsigned char c) noexcept
 {
+    // (strchr() finds a NUL too: the string's end)
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
-        || (c >= '0' && c <= '9') || std::strchr("-_.:@/=+", c) != nullptr;
+        || (c >= '0' && c <= '9')
+        || (c != '\0' && std::strchr("-_.:@/=+", c) != nullptr);
 }
 
 char *

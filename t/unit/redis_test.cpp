@@ -44,6 +44,14 @@ TEST(RedisKey, OddBytesAreHexAndCannotMoveTheHashTag)
     EXPECT_NE(key_name("t:", "z", "a"), key_name("t:", "z", "~61"));
 }
 
+TEST(RedisKey, NulBytesAreNotPlain)
+{
+    // $binary_remote_addr of 65.0.0.66: "A", two NULs, "B" (found by the
+    // redis_key fuzz target: strchr() had found NUL in the plain alphabet)
+    EXPECT_EQ(key_name("t:", "z", std::string("A\0\0B", 4)), "t:z:{~41000042}");
+    EXPECT_EQ(key_name("t:", "z", std::string(1, '\0')), "t:z:{~00}");
+}
+
 TEST(RedisKey, AsyncZonesTagTheZone)
 {
     EXPECT_EQ(key_name("throttle:", "reply", "alice", HashTag::zone),
