@@ -106,8 +106,9 @@ decode_decision_reply(const redisReply *reply, size_t tokens) noexcept
         v[i] = reply->element[i]->integer;
     }
 
+    // a retry time is -1 (passed, or never) or a time to wait
     if ((v[0] != 0 && v[0] != 1) || v[1] < 1 || v[2] < 0 || v[3] < 0
-        || v[4] < -1 || (v[0] == 0 && v[4] != -1))
+        || v[4] < -1 || v[4] == 0 || (v[0] == 0 && v[4] != -1))
     {
         return malformed("unexpected reply to the throttle script: values "
                          "out of range");

@@ -134,6 +134,20 @@ TEST(DecisionReply, ErrorsAreNeverDecisions)
     EXPECT_FALSE(decode_decision_reply(nullptr, 0).ok);
 }
 
+TEST(DecisionReply, LimitedWithNoWaitIsAnError)
+{
+    // no script rejects a request that would pass at once (found by the
+    // strict_reply fuzz target)
+    EXPECT_FALSE(
+        decode_decision_reply(
+            parse("*5\r\n:1\r\n:16\r\n:0\r\n:2000000\r\n:0\r\n").get(), 0)
+            .ok);
+    // rejected for good: no retry time
+    EXPECT_TRUE(decode_decision_reply(
+                    parse("*5\r\n:1\r\n:16\r\n:0\r\n:0\r\n:-1\r\n").get(), 0)
+                    .ok);
+}
+
 TEST(DecisionReply, TokensFollowTheResult)
 {
     Reply       r = parse("*7\r\n:0\r\n:10\r\n:7\r\n:1000000\r\n:-1\r\n"
