@@ -35,6 +35,16 @@ append_hex(char *p, const unsigned char *data, size_t len) noexcept
     return p;
 }
 
+// The scripts compute in Lua's doubles, exact below 2^53, and return no
+// number beyond: one that is is no script's, and the times it would be
+// added to would overflow.
+bool
+script_number(long long value) noexcept
+{
+    constexpr long long kBound = 1LL << 53;
+    return value > -kBound && value < kBound;
+}
+
 ScriptReply
 malformed(std::string_view what) noexcept
 {
@@ -98,17 +108,19 @@ decode_decision_reply(const redisReply *reply, size_t tokens) noexcept
     }
 
     long long v[7];
+    bool      in_range = true;
     for (size_t i = 0; i < n; i++) {
         if (reply->element[i]->type != REDIS_REPLY_INTEGER) {
             return malformed("unexpected reply to the throttle script: not "
                              "an integer");
         }
         v[i] = reply->element[i]->integer;
+        in_range = in_range && script_number(v[i]);
     }
 
     // a retry time is -1 (passed, or never) or a time to wait
-    if ((v[0] != 0 && v[0] != 1) || v[1] < 1 || v[2] < 0 || v[3] < 0
-        || v[4] < -1 || v[4] == 0 || (v[0] == 0 && v[4] != -1))
+    if (!in_range || (v[0] != 0 && v[0] != 1) || v[1] < 1 || v[2] < 0
+        || v[3] < 0 || v[4] < -1 || v[4] == 0 || (v[0] == 0 && v[4] != -1))
     {
         return malformed("unexpected reply to the throttle script: values "
                          "out of range");
@@ -144,7 +156,9 @@ decode_sync_reply(const redisReply *reply, size_t n, int64_t *values) noexcept
 
     for (size_t i = 0; i < n; i++) {
         const redisReply *e = reply->element[i];
-        if (e->type != REDIS_REPLY_INTEGER || e->integer < 0) {
+        if (e->type != REDIS_REPLY_INTEGER || e->integer < 0
+            || !script_number(e->integer))
+        {
             return "unexpected reply to the sync script: not a count or a time";
         }
         values[i] = e->integer;

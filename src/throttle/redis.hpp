@@ -50,11 +50,12 @@ struct ScriptReply {
 
 // Reads a strict script's reply: {limited, limit, remaining,
 // reset_after_us, retry_after_us} followed by `tokens` integers (at most
-// 2). Anything else is an error, never a decision.
+// 2), each within the scripts' range (below 2^53 in magnitude). Anything
+// else is an error, never a decision.
 ScriptReply decode_decision_reply(const redisReply *reply,
                                   size_t            tokens) noexcept;
 
-// Reads a sync script's reply of n non-negative integers into values[0..n):
+// Reads a sync script's reply of n integers in [0, 2^53) into values[0..n):
 // null on success, else what was wrong (Redis's message points into the
 // reply).
 const char *decode_sync_reply(const redisReply *reply, size_t n,

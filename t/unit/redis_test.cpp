@@ -1,5 +1,6 @@
 // Redis key names and script replies, decoded by hiredis's own reader from
 // RESP bytes as they come off the wire.
+#include "policy_support.hpp"
 #include "throttle/gcra.hpp"
 #include "throttle/lua.hpp"
 #include "throttle/redis.hpp"
@@ -148,6 +149,39 @@ TEST(DecisionReply, LimitedWithNoWaitIsAnError)
                     .ok);
 }
 
+TEST(DecisionReply, NumbersBeyondTheScriptsAreErrors)
+{
+    // The scripts' numbers stay below 2^53; Redis's time to reset, added
+    // to the zone's clock, overflowed (found by the strict_reply fuzz
+    // target: UBSan in GCRA's and the generic memory of rejections).
+    const std::string largest = std::to_string((int64_t{1} << 53) - 1);
+    const Policy      gcra = testing_support::make_test_policy(
+             "gcra", 30, 60'000'000, 15, Mode::strict);
+    const Policy fixed = testing_support::make_test_policy(
+        "fixed_window", 30, 60'000'000, 15, Mode::strict);
+    for (const char *beyond : {"9007199254740992", "9223372036854775807"}) {
+        Reply r = parse(std::string("*5\r\n:1\r\n:16\r\n:0\r\n:") + beyond
+                        + "\r\n:5\r\n");
+        EXPECT_FALSE(gcra.read_decision(r.get()).ok) << beyond;
+        Reply t = parse("*6\r\n:1\r\n:16\r\n:0\r\n:5\r\n:5\r\n:"
+                        + std::string(beyond) + "\r\n");
+        EXPECT_FALSE(fixed.read_decision(t.get()).ok) << beyond;
+    }
+
+    // the largest a script may send is remembered without overflow
+    const int64_t sent_at = 1'763'000'000'000'000;
+    for (const Policy *p : {&gcra, &fixed}) {
+        Reply r = parse(
+            "*" + std::to_string(5 + p->algorithm->strict_scripts().tokens)
+            + "\r\n:1\r\n:16\r\n:0\r\n:" + largest + "\r\n:" + largest
+            + "\r\n:0\r\n");
+        ScriptReply d = p->read_decision(r.get());
+        ASSERT_TRUE(d.ok);
+        Decision kept = p->remember_rejection(d.result, 1, sent_at, sent_at);
+        EXPECT_EQ(kept.expire_at_us, sent_at + (int64_t{1} << 53) - 1);
+    }
+}
+
 TEST(DecisionReply, TokensFollowTheResult)
 {
     Reply       r = parse("*7\r\n:0\r\n:10\r\n:7\r\n:1000000\r\n:-1\r\n"
@@ -182,6 +216,18 @@ TEST(SyncReply, TimesToLive)
     EXPECT_EQ(std::string(decode_sync_reply(err.get(), 1, ttls)).substr(0, 4),
               "BUSY");
     EXPECT_NE(decode_sync_reply(nullptr, 1, ttls), nullptr);
+}
+
+TEST(SyncReply, NumbersBeyondTheScriptsAreErrors)
+{
+    // a TTL past 2^53 overflowed the TAT it is added to (found by the
+    // sync_reply fuzz target)
+    int64_t ttls[3];
+    Reply   r = parse("*3\r\n:2\r\n:0\r\n:9223372036854775807\r\n");
+    EXPECT_NE(decode_sync_reply(r.get(), 3, ttls), nullptr);
+    Reply largest = parse("*1\r\n:9007199254740991\r\n");
+    EXPECT_EQ(decode_sync_reply(largest.get(), 1, ttls), nullptr);
+    EXPECT_EQ(ttls[0], (int64_t{1} << 53) - 1);
 }
 
 TEST(GcraSync, MergedViewAddsWhatWasChargedSince)
