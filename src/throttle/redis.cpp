@@ -35,6 +35,23 @@ append_hex(char *p, const unsigned char *data, size_t len) noexcept
     return p;
 }
 
+// hiredis's functions that build replies, and a copy of them whose
+// createArray refuses long arrays (the same every time a reader is made).
+const redisReplyObjectFunctions *hiredis_functions;
+redisReplyObjectFunctions        bounded_functions;
+
+// A reader's privdata is the reader itself until it refuses an array:
+// hiredis hands it to every task, and reports a refusal as out of memory.
+void *
+create_bounded_array(const redisReadTask *task, int elements) noexcept
+{
+    if (elements > kMaxReplyElements) {
+        static_cast<redisReader *>(task->privdata)->privdata = nullptr;
+        return nullptr;
+    }
+    return hiredis_functions->createArray(task, elements);
+}
+
 // The scripts compute in Lua's doubles, exact below 2^53, and return no
 // number beyond: one that is is no script's, and the times it would be
 // added to would overflow.
@@ -87,6 +104,29 @@ format_redis_key(char *out, std::string_view prefix, std::string_view zone,
     }
 
     return static_cast<size_t>(p - out);
+}
+
+redisReader *
+open_reply_reader() noexcept
+{
+    redisReader *reader = redisReaderCreate();
+    if (reader == nullptr) {
+        return nullptr;
+    }
+    hiredis_functions = reader->fn;
+    bounded_functions = *reader->fn;
+    bounded_functions.createArray = create_bounded_array;
+    reader->fn = &bounded_functions;
+    reader->privdata = reader;
+    return reader;
+}
+
+const char *
+reply_reader_error(const redisReader *reader) noexcept
+{
+    return reader->privdata == nullptr
+        ? "an array longer than any script's reply"
+        : reader->errstr;
 }
 
 ScriptReply

@@ -151,7 +151,8 @@ later(int64_t a, int64_t b)
     return t;
 }
 
-// Feeds `bytes` to hiredis's reader `chunk` bytes at a time, as the
+// Feeds `bytes` to the reader the transport reads with
+// (open_reply_reader(): hiredis's), `chunk` bytes at a time as the
 // transport feeds it what each recv() brings, and hands each complete
 // reply to `take`; stops at a protocol error, where the transport drops
 // the connection.
@@ -159,7 +160,7 @@ template <typename Take>
 void
 read_replies(std::string_view bytes, size_t chunk, Take take)
 {
-    redisReader *reader = redisReaderCreate();
+    redisReader *reader = open_reply_reader();
     expect(reader != nullptr, "a reader is made");
 
     for (size_t at = 0; at < bytes.size(); at += chunk) {

@@ -8,6 +8,7 @@
 #include <hiredis/hiredis.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -228,6 +229,44 @@ TEST(SyncReply, NumbersBeyondTheScriptsAreErrors)
     Reply largest = parse("*1\r\n:9007199254740991\r\n");
     EXPECT_EQ(decode_sync_reply(largest.get(), 1, ttls), nullptr);
     EXPECT_EQ(ttls[0], (int64_t{1} << 53) - 1);
+}
+
+TEST(ReplyReader, ArraysLongerThanAnyScriptsAreRefused)
+{
+    // "*2000000000" had hiredis allocate 16 GiB, then spend seconds
+    // walking it when the reader was freed (found by the strict_reply
+    // fuzz target: libFuzzer's malloc limit)
+    for (const char *announced : {"*2000000000\r\n", "*1\r\n*65537\r\n"}) {
+        redisReader *reader = open_reply_reader();
+        ASSERT_NE(reader, nullptr);
+        ASSERT_EQ(redisReaderFeed(reader, announced, std::strlen(announced)),
+                  REDIS_OK);
+        void *reply = nullptr;
+        EXPECT_EQ(redisReaderGetReply(reader, &reply), REDIS_ERR) << announced;
+        EXPECT_STREQ(reply_reader_error(reader),
+                     "an array longer than any script's reply");
+        redisReaderFree(reader);
+    }
+
+    // as long as the bound: read, and other errors say what hiredis says
+    std::string longest = "*" + std::to_string(kMaxReplyElements) + "\r\n";
+    for (int i = 0; i < kMaxReplyElements; i++) {
+        longest += ":1\r\n";
+    }
+    redisReader *reader = open_reply_reader();
+    ASSERT_NE(reader, nullptr);
+    ASSERT_EQ(redisReaderFeed(reader, longest.data(), longest.size()),
+              REDIS_OK);
+    void *reply = nullptr;
+    ASSERT_EQ(redisReaderGetReply(reader, &reply), REDIS_OK);
+    ASSERT_NE(reply, nullptr);
+    EXPECT_EQ(static_cast<redisReply *>(reply)->elements,
+              static_cast<size_t>(kMaxReplyElements));
+    freeReplyObject(reply);
+    ASSERT_EQ(redisReaderFeed(reader, "!x\r\n", 4), REDIS_OK);
+    EXPECT_EQ(redisReaderGetReply(reader, &reply), REDIS_ERR);
+    EXPECT_STREQ(reply_reader_error(reader), reader->errstr);
+    redisReaderFree(reader);
 }
 
 TEST(GcraSync, MergedViewAddsWhatWasChargedSince)
