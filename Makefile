@@ -16,6 +16,7 @@
 #                the soak section of docs/reliability.md and docs/soak.png
 #   make sanitize  every test again, on a core and module built with
 #                AddressSanitizer and UBSan; fails on their reports
+#   make fuzz    the libFuzzer targets of t/fuzz/, FUZZ_SECONDS (60) each
 
 SHELL       := /bin/bash
 NGINX_SRC   ?= /usr/share/nginx/src
@@ -37,6 +38,7 @@ ACCURACY_DEPS := $(BUILD_DEPS) python3 redis-server redis-tools gnuplot-nox
 CHAOS_DEPS  := $(BUILD_DEPS) wrk curl python3 redis-server redis-tools procps
 SOAK_DEPS   := $(CHAOS_DEPS) gnuplot-nox
 SANITIZE_DEPS := $(TEST_DEPS) libasan8 libubsan1
+FUZZ_DEPS   := cmake libssl-dev libhiredis-dev clang llvm libclang-rt-14-dev
 
 CORE_SRCS   := $(wildcard src/throttle/*.cpp src/throttle/*.hpp src/scripts/*.lua \
                src/scripts/lib/*.lua \
@@ -58,7 +60,7 @@ NGX_ADDONS  += --add-dynamic-module=$(CURDIR)/t/sanitize/probe
 endif
 
 .PHONY: all build core deps test unit integration demo demo-stop bench accuracy \
-        chaos soak sanitize sanitize-build format clean
+        chaos soak sanitize sanitize-build fuzz format clean
 
 all: build
 
@@ -160,6 +162,7 @@ soak:
 	@scripts/deps.sh $(SOAK_DEPS)
 	@$(MAKE) --no-print-directory build
 	@NGINX_BIN=$(NGINX_BIN) MODULE=$(MODULE) scripts/soak.sh
+
 # The sanitized build has a directory of its own: make test's is untouched.
 # sanitize-build is its part run with SANITIZE=1; scripts/sanitize.sh says
 # how the tests run and what fails them.
@@ -177,9 +180,22 @@ sanitize-build: $(MODULE) $(BUILD)/sanitize_preload.so
 $(BUILD)/sanitize_preload.so: t/sanitize/preload.c
 	$(CC) -shared -fPIC -O2 -Wall -Wextra -Werror -o $@ $< -ldl
 
+# The core and the fuzz targets built by clang with libFuzzer, ASan and
+# UBSan, apart from the gcc build.
+FUZZ_BUILD   := $(BUILD)/fuzz
+FUZZ_SECONDS ?= 60
+
+fuzz:
+	@scripts/deps.sh $(FUZZ_DEPS)
+	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_CXX_COMPILER=clang++ \
+	    -DTHROTTLE_TESTS=OFF -DTHROTTLE_FUZZ=ON >/dev/null
+	cmake --build $(FUZZ_BUILD) -j $(JOBS)
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh $(FUZZ_BUILD)
+
 format:
 	clang-format -i src/throttle/*.[ch]pp ngx_module/*.cpp ngx_module/*.h \
-	    t/unit/*.cpp t/unit/*.hpp t/sanitize/*.c t/sanitize/probe/*.c
+	    t/unit/*.cpp t/unit/*.hpp t/fuzz/*.cpp t/fuzz/*.hpp t/sanitize/*.c \
+	    t/sanitize/probe/*.c
 
 clean:
 	rm -rf $(BUILD)

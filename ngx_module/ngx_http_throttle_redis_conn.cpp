@@ -2,12 +2,15 @@
  * One Redis connection's life, on nginx's event loop: it connects
  * (ngx_event_connect_peer, within "connect_timeout"), goes through TLS if
  * asked, then writes what its commands queued and reads their replies
- * with hiredis's redisReader. The read timer is the oldest command's
+ * with hiredis's redisReader (throttle::open_reply_reader(), which bounds
+ * the arrays a reply may announce). The read timer is the oldest command's
  * deadline. A failure closes it and fails every command on it; an idle
  * connection Redis closes just goes, and the next command connects again.
  */
 
 #include "ngx_http_throttle_redis_conn.h"
+
+#include "throttle/redis.hpp"
 
 #define NGX_HTTP_THROTTLE_REDIS_READ_SIZE 16384
 
@@ -57,7 +60,7 @@ ngx_http_throttle_redis_connect(ngx_http_throttle_redis_conn_t *conn) noexcept
     c->data = conn;
     conn->state = NGX_HTTP_THROTTLE_REDIS_CONNECTING;
     c->pool = ngx_create_pool(512, worker->log);
-    conn->reader = redisReaderCreate();
+    conn->reader = throttle::open_reply_reader();
 
     if (c->pool == NULL || conn->reader == NULL) {
         ngx_http_throttle_redis_fail(conn, "out of memory");
@@ -284,7 +287,8 @@ ngx_http_throttle_redis_read_replies(ngx_http_throttle_redis_conn_t *conn,
 
         if (redisReaderGetReply(conn->reader, &reply) != REDIS_OK) {
             ngx_snprintf((u_char *) err, sizeof(err) - 1,
-                         "protocol error: %s%Z", conn->reader->errstr);
+                         "protocol error: %s%Z",
+                         throttle::reply_reader_error(conn->reader));
             ngx_http_throttle_redis_fail(conn, err);
             return false;
         }

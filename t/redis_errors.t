@@ -693,3 +693,24 @@ perl {
     is($redis->cmd('GET', 'throttle:z:{down}'), undef,
        "$name: nothing charged the key used only during the outage");
 }
+
+
+
+=== TEST 20: a reply announcing two billion elements is refused at once, not allocated
+--- redis
+fake huge
+--- http_config
+throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT timeout=100ms;
+throttle_zone $http_x_key zone=z:1m rate=1r/m burst=0 redis=main;
+--- config
+add_header X-Status $throttle_status always;
+location = /a.txt {
+    throttle zone=z;
+}
+--- requests
+GET /a.txt x3 => 200
+  > X-Key: k
+  X-Status: ERROR_ALLOWED
+  time < 0.4
+--- error_log
+~ \[error\] .*throttle redis "main" \(127\.0\.0\.1:\d+\): protocol error: an array longer than any script's reply

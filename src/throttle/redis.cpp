@@ -11,8 +11,10 @@ namespace {
 bool
 plain_key_byte(unsigned char c) noexcept
 {
+    // (strchr() finds a NUL too: the string's end)
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
-        || (c >= '0' && c <= '9') || std::strchr("-_.:@/=+", c) != nullptr;
+        || (c >= '0' && c <= '9')
+        || (c != '\0' && std::strchr("-_.:@/=+", c) != nullptr);
 }
 
 char *
@@ -31,6 +33,33 @@ append_hex(char *p, const unsigned char *data, size_t len) noexcept
         *p++ = digits[data[i] & 0xf];
     }
     return p;
+}
+
+// hiredis's functions that build replies, and a copy of them whose
+// createArray refuses long arrays (the same every time a reader is made).
+const redisReplyObjectFunctions *hiredis_functions;
+redisReplyObjectFunctions        bounded_functions;
+
+// A reader's privdata is the reader itself until it refuses an array:
+// hiredis hands it to every task, and reports a refusal as out of memory.
+void *
+create_bounded_array(const redisReadTask *task, int elements) noexcept
+{
+    if (elements > kMaxReplyElements) {
+        static_cast<redisReader *>(task->privdata)->privdata = nullptr;
+        return nullptr;
+    }
+    return hiredis_functions->createArray(task, elements);
+}
+
+// The scripts compute in Lua's doubles, exact below 2^53, and return no
+// number beyond: one that is is no script's, and the times it would be
+// added to would overflow.
+bool
+script_number(long long value) noexcept
+{
+    constexpr long long kBound = 1LL << 53;
+    return value > -kBound && value < kBound;
 }
 
 ScriptReply
@@ -77,6 +106,29 @@ format_redis_key(char *out, std::string_view prefix, std::string_view zone,
     return static_cast<size_t>(p - out);
 }
 
+redisReader *
+open_reply_reader() noexcept
+{
+    redisReader *reader = redisReaderCreate();
+    if (reader == nullptr) {
+        return nullptr;
+    }
+    hiredis_functions = reader->fn;
+    bounded_functions = *reader->fn;
+    bounded_functions.createArray = create_bounded_array;
+    reader->fn = &bounded_functions;
+    reader->privdata = reader;
+    return reader;
+}
+
+const char *
+reply_reader_error(const redisReader *reader) noexcept
+{
+    return reader->privdata == nullptr
+        ? "an array longer than any script's reply"
+        : reader->errstr;
+}
+
 ScriptReply
 decode_decision_reply(const redisReply *reply, size_t tokens) noexcept
 {
@@ -96,16 +148,19 @@ decode_decision_reply(const redisReply *reply, size_t tokens) noexcept
     }
 
     long long v[7];
+    bool      in_range = true;
     for (size_t i = 0; i < n; i++) {
         if (reply->element[i]->type != REDIS_REPLY_INTEGER) {
             return malformed("unexpected reply to the throttle script: not "
                              "an integer");
         }
         v[i] = reply->element[i]->integer;
+        in_range = in_range && script_number(v[i]);
     }
 
-    if ((v[0] != 0 && v[0] != 1) || v[1] < 1 || v[2] < 0 || v[3] < 0
-        || v[4] < -1 || (v[0] == 0 && v[4] != -1))
+    // a retry time is -1 (passed, or never) or a time to wait
+    if (!in_range || (v[0] != 0 && v[0] != 1) || v[1] < 1 || v[2] < 0
+        || v[3] < 0 || v[4] < -1 || v[4] == 0 || (v[0] == 0 && v[4] != -1))
     {
         return malformed("unexpected reply to the throttle script: values "
                          "out of range");
@@ -141,7 +196,9 @@ decode_sync_reply(const redisReply *reply, size_t n, int64_t *values) noexcept
 
     for (size_t i = 0; i < n; i++) {
         const redisReply *e = reply->element[i];
-        if (e->type != REDIS_REPLY_INTEGER || e->integer < 0) {
+        if (e->type != REDIS_REPLY_INTEGER || e->integer < 0
+            || !script_number(e->integer))
+        {
             return "unexpected reply to the sync script: not a count or a time";
         }
         values[i] = e->integer;

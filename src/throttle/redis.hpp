@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string_view>
 
+struct redisReader;
 struct redisReply;
 
 namespace throttle {
@@ -37,6 +38,20 @@ size_t format_redis_key(char *out, std::string_view prefix,
                         std::string_view zone, const ZoneKey &key,
                         HashTag tag = HashTag::key) noexcept;
 
+// The longest array a reply may hold: far more than any script returns (a
+// sync of 500 keys answers 1001 integers).
+constexpr int kMaxReplyElements = 65536;
+
+// hiredis's RESP reader, for the transport to read replies with, but for
+// arrays longer than kMaxReplyElements, which it refuses: hiredis would
+// allocate room for as many elements as a reply's first line announces
+// ("*2000000000": 16 GiB) and, dropping the reply, visit each (seconds of
+// a worker's time). Null if out of memory; redisReaderFree() frees it.
+redisReader *open_reply_reader() noexcept;
+
+// Why redisReaderGetReply() failed on a reader open_reply_reader() made.
+const char *reply_reader_error(const redisReader *reader) noexcept;
+
 // A decision script's reply, read.
 struct ScriptReply {
     bool           ok = false;
@@ -50,11 +65,12 @@ struct ScriptReply {
 
 // Reads a strict script's reply: {limited, limit, remaining,
 // reset_after_us, retry_after_us} followed by `tokens` integers (at most
-// 2). Anything else is an error, never a decision.
+// 2), each within the scripts' range (below 2^53 in magnitude). Anything
+// else is an error, never a decision.
 ScriptReply decode_decision_reply(const redisReply *reply,
                                   size_t            tokens) noexcept;
 
-// Reads a sync script's reply of n non-negative integers into values[0..n):
+// Reads a sync script's reply of n integers in [0, 2^53) into values[0..n):
 // null on success, else what was wrong (Redis's message points into the
 // reply).
 const char *decode_sync_reply(const redisReply *reply, size_t n,

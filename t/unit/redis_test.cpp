@@ -1,5 +1,6 @@
 // Redis key names and script replies, decoded by hiredis's own reader from
 // RESP bytes as they come off the wire.
+#include "policy_support.hpp"
 #include "throttle/gcra.hpp"
 #include "throttle/lua.hpp"
 #include "throttle/redis.hpp"
@@ -7,6 +8,7 @@
 #include <hiredis/hiredis.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -42,6 +44,14 @@ TEST(RedisKey, OddBytesAreHexAndCannotMoveTheHashTag)
     // encoding of another key
     EXPECT_EQ(key_name("t:", "z", "~61"), "t:z:{~7e3631}");
     EXPECT_NE(key_name("t:", "z", "a"), key_name("t:", "z", "~61"));
+}
+
+TEST(RedisKey, NulBytesAreNotPlain)
+{
+    // $binary_remote_addr of 65.0.0.66: "A", two NULs, "B" (found by the
+    // redis_key fuzz target: strchr() had found NUL in the plain alphabet)
+    EXPECT_EQ(key_name("t:", "z", std::string("A\0\0B", 4)), "t:z:{~41000042}");
+    EXPECT_EQ(key_name("t:", "z", std::string(1, '\0')), "t:z:{~00}");
 }
 
 TEST(RedisKey, AsyncZonesTagTheZone)
@@ -126,6 +136,53 @@ TEST(DecisionReply, ErrorsAreNeverDecisions)
     EXPECT_FALSE(decode_decision_reply(nullptr, 0).ok);
 }
 
+TEST(DecisionReply, LimitedWithNoWaitIsAnError)
+{
+    // no script rejects a request that would pass at once (found by the
+    // strict_reply fuzz target)
+    EXPECT_FALSE(
+        decode_decision_reply(
+            parse("*5\r\n:1\r\n:16\r\n:0\r\n:2000000\r\n:0\r\n").get(), 0)
+            .ok);
+    // rejected for good: no retry time
+    EXPECT_TRUE(decode_decision_reply(
+                    parse("*5\r\n:1\r\n:16\r\n:0\r\n:0\r\n:-1\r\n").get(), 0)
+                    .ok);
+}
+
+TEST(DecisionReply, NumbersBeyondTheScriptsAreErrors)
+{
+    // The scripts' numbers stay below 2^53; Redis's time to reset, added
+    // to the zone's clock, overflowed (found by the strict_reply fuzz
+    // target: UBSan in GCRA's and the generic memory of rejections).
+    const std::string largest = std::to_string((int64_t{1} << 53) - 1);
+    const Policy      gcra = testing_support::make_test_policy(
+             "gcra", 30, 60'000'000, 15, Mode::strict);
+    const Policy fixed = testing_support::make_test_policy(
+        "fixed_window", 30, 60'000'000, 15, Mode::strict);
+    for (const char *beyond : {"9007199254740992", "9223372036854775807"}) {
+        Reply r = parse(std::string("*5\r\n:1\r\n:16\r\n:0\r\n:") + beyond
+                        + "\r\n:5\r\n");
+        EXPECT_FALSE(gcra.read_decision(r.get()).ok) << beyond;
+        Reply t = parse("*6\r\n:1\r\n:16\r\n:0\r\n:5\r\n:5\r\n:"
+                        + std::string(beyond) + "\r\n");
+        EXPECT_FALSE(fixed.read_decision(t.get()).ok) << beyond;
+    }
+
+    // the largest a script may send is remembered without overflow
+    const int64_t sent_at = 1'763'000'000'000'000;
+    for (const Policy *p : {&gcra, &fixed}) {
+        Reply r = parse(
+            "*" + std::to_string(5 + p->algorithm->strict_scripts().tokens)
+            + "\r\n:1\r\n:16\r\n:0\r\n:" + largest + "\r\n:" + largest
+            + "\r\n:0\r\n");
+        ScriptReply d = p->read_decision(r.get());
+        ASSERT_TRUE(d.ok);
+        Decision kept = p->remember_rejection(d.result, 1, sent_at, sent_at);
+        EXPECT_EQ(kept.expire_at_us, sent_at + (int64_t{1} << 53) - 1);
+    }
+}
+
 TEST(DecisionReply, TokensFollowTheResult)
 {
     Reply       r = parse("*7\r\n:0\r\n:10\r\n:7\r\n:1000000\r\n:-1\r\n"
@@ -160,6 +217,56 @@ TEST(SyncReply, TimesToLive)
     EXPECT_EQ(std::string(decode_sync_reply(err.get(), 1, ttls)).substr(0, 4),
               "BUSY");
     EXPECT_NE(decode_sync_reply(nullptr, 1, ttls), nullptr);
+}
+
+TEST(SyncReply, NumbersBeyondTheScriptsAreErrors)
+{
+    // a TTL past 2^53 overflowed the TAT it is added to (found by the
+    // sync_reply fuzz target)
+    int64_t ttls[3];
+    Reply   r = parse("*3\r\n:2\r\n:0\r\n:9223372036854775807\r\n");
+    EXPECT_NE(decode_sync_reply(r.get(), 3, ttls), nullptr);
+    Reply largest = parse("*1\r\n:9007199254740991\r\n");
+    EXPECT_EQ(decode_sync_reply(largest.get(), 1, ttls), nullptr);
+    EXPECT_EQ(ttls[0], (int64_t{1} << 53) - 1);
+}
+
+TEST(ReplyReader, ArraysLongerThanAnyScriptsAreRefused)
+{
+    // "*2000000000" had hiredis allocate 16 GiB, then spend seconds
+    // walking it when the reader was freed (found by the strict_reply
+    // fuzz target: libFuzzer's malloc limit)
+    for (const char *announced : {"*2000000000\r\n", "*1\r\n*65537\r\n"}) {
+        redisReader *reader = open_reply_reader();
+        ASSERT_NE(reader, nullptr);
+        ASSERT_EQ(redisReaderFeed(reader, announced, std::strlen(announced)),
+                  REDIS_OK);
+        void *reply = nullptr;
+        EXPECT_EQ(redisReaderGetReply(reader, &reply), REDIS_ERR) << announced;
+        EXPECT_STREQ(reply_reader_error(reader),
+                     "an array longer than any script's reply");
+        redisReaderFree(reader);
+    }
+
+    // as long as the bound: read, and other errors say what hiredis says
+    std::string longest = "*" + std::to_string(kMaxReplyElements) + "\r\n";
+    for (int i = 0; i < kMaxReplyElements; i++) {
+        longest += ":1\r\n";
+    }
+    redisReader *reader = open_reply_reader();
+    ASSERT_NE(reader, nullptr);
+    ASSERT_EQ(redisReaderFeed(reader, longest.data(), longest.size()),
+              REDIS_OK);
+    void *reply = nullptr;
+    ASSERT_EQ(redisReaderGetReply(reader, &reply), REDIS_OK);
+    ASSERT_NE(reply, nullptr);
+    EXPECT_EQ(static_cast<redisReply *>(reply)->elements,
+              static_cast<size_t>(kMaxReplyElements));
+    freeReplyObject(reply);
+    ASSERT_EQ(redisReaderFeed(reader, "!x\r\n", 4), REDIS_OK);
+    EXPECT_EQ(redisReaderGetReply(reader, &reply), REDIS_ERR);
+    EXPECT_STREQ(reply_reader_error(reader), reader->errstr);
+    redisReaderFree(reader);
 }
 
 TEST(GcraSync, MergedViewAddsWhatWasChargedSince)

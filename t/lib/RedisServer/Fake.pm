@@ -7,6 +7,8 @@ package RedisServer::Fake;
 #            scripts: a well-formed reply that is not the script's)
 #   short    "+OK" to every command but EVALSHA / EVAL, answered with a
 #            2-element array of integers (the script's reply has 5)
+#   huge     "+OK" to every command but EVALSHA / EVAL, answered with
+#            the first line of an array of 2000000000 elements
 # Runs in a child process; stop() kills it, or Processes' END block.
 
 use strict;
@@ -18,7 +20,8 @@ use Processes qw(fork_child kill_wait);
 
 sub start {
     my ($class, $mode) = @_;
-    die "unknown fake mode $mode" unless $mode =~ /^(garbage|silent|ok|short)$/;
+    die "unknown fake mode $mode"
+        unless $mode =~ /^(garbage|silent|ok|short|huge)$/;
     my $listen = IO::Socket::INET->new(
         LocalAddr => '127.0.0.1',
         LocalPort => 0,
@@ -60,8 +63,10 @@ sub _serve {
             } elsif ($mode ne 'silent') {
                 while (defined(my $cmd = _take_command(\$buf{$fh}))) {
                     my $reply = "+OK\r\n";
-                    $reply = "*2\r\n:0\r\n:1\r\n"
-                        if $mode eq 'short' && $cmd =~ /^(EVALSHA|EVAL)$/i;
+                    my %script_reply = (short => "*2\r\n:0\r\n:1\r\n",
+                                        huge  => "*2000000000\r\n");
+                    $reply = $script_reply{$mode}
+                        if $script_reply{$mode} && $cmd =~ /^(EVALSHA|EVAL)$/i;
                     syswrite $fh, $reply;
                 }
             }

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# make fuzz: runs each libFuzzer target of t/fuzz/ for FUZZ_SECONDS (default
+# 60) on a fresh copy of its seed corpus (t/fuzz/corpus/<target>/, which
+# stays as committed), then prints a table; fails if any target crashed.
+#
+#   scripts/fuzz.sh BUILD_DIR     (the targets, built by make fuzz)
+#
+# A target's run is under BUILD_DIR/run/<target>/: its log, its grown
+# corpus, and the input of a crash (crash-*, timeout-*, oom-*, leak-*),
+# which the target reruns by itself: BUILD_DIR/<target> <input>.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=$(cd "${1:?usage: fuzz.sh BUILD_DIR}" && pwd)
+SECONDS_EACH=${FUZZ_SECONDS:-60}
+RUNS=$BUILD/run
+
+# libFuzzer's last status line ("#N DONE cov: C ft: F corp: U/...") and
+# its final stats give the figures of a run.
+figure() {
+    local log=$1 pattern=$2
+    grep -o "$pattern" "$log" | tail -1 | grep -o '[0-9]*$' || echo '?'
+}
+
+run_target() {
+    local name=$1 dir=$RUNS/$1 result
+    mkdir -p "$dir/corpus"
+    if [ -d "$ROOT/t/fuzz/corpus/$name" ]; then
+        cp "$ROOT/t/fuzz/corpus/$name"/* "$dir/corpus/"
+    fi
+    # -timeout: an input that takes 10 s stalls a worker as surely as a
+    # crash stops it
+    if "$BUILD/$name" -max_total_time="$SECONDS_EACH" -timeout=10 \
+            -dict="$ROOT/t/fuzz/fuzz.dict" -print_final_stats=1 \
+            -artifact_prefix="$dir/" "$dir/corpus" >"$dir/log" 2>&1; then
+        result=ok
+    else
+        result="FAILED: $(grep -o 'Test unit written to .*' "$dir/log" \
+                          | sed 's/Test unit written to //' || true)"
+    fi
+    printf '%-16s %12s %6s %7s %7s  %s\n' "$name" \
+        "$(figure "$dir/log" 'stat::number_of_executed_units: [0-9]*')" \
+        "$(figure "$dir/log" 'cov: [0-9]*')" \
+        "$(figure "$dir/log" 'ft: [0-9]*')" \
+        "$(figure "$dir/log" 'corp: [0-9]*')" "$result"
+    [ "$result" = ok ]
+}
+
+rm -rf "$RUNS"
+mkdir -p "$RUNS"
+echo "fuzz: each target for ${SECONDS_EACH}s; runs under $RUNS"
+printf '%-16s %12s %6s %7s %7s  %s\n' target runs cov features corpus result
+failed=0
+for source in "$ROOT"/t/fuzz/*.cpp; do
+    run_target "$(basename "$source" .cpp)" || failed=1
+done
+if [ "$failed" -ne 0 ]; then
+    echo "fuzz: a target failed; its log is $RUNS/<target>/log" >&2
+fi
+exit "$failed"
