@@ -1,5 +1,6 @@
 #include "throttle/gcra.hpp"
 
+#include "throttle/denial.hpp"
 #include "throttle/lua.hpp"
 #include "throttle/policy.hpp"
 
@@ -233,7 +234,7 @@ class Gcra final : public Algorithm {
                     int64_t now_us, int64_t cost) const noexcept override
     {
         if (memory == nullptr) {
-            return Decision{};
+            return recall_denial(nullptr, 0, policy.limit, now_us, cost);
         }
         Decision d = gcra_decision(policy, memory, now_us, cost);
         d.store = false;

@@ -1,7 +1,7 @@
 // Strict zones: the bytes Redis sends back for decision scripts, read as
 // the transport reads them (hiredis's reader, fed what each recv() brings)
-// and used as a strict zone uses them: Policy::read_decision(); then a
-// rejection is remembered in the zone and recalls later requests by
+// and used as a strict zone uses them: Policy::read_decision(); then the
+// answer is remembered in the zone, which recalls later requests by
 // itself, and a charge another zone refused is given back by
 // Policy::refund_call() with the reply's tokens.
 //
@@ -24,12 +24,12 @@ struct Command {
 // what the memory said, are decided from it alone or sent to Redis.
 void
 recall(const Policy &policy, const StoredKey &key, const Command &cmd,
-       const ThrottleResult &rejection)
+       const ThrottleResult &answer)
 {
     const std::optional<int64_t> times[] = {
         cmd.replied_us, later(cmd.replied_us, 1), later(key.expire_at_us, -1),
         later(key.expire_at_us, 0),
-        later(cmd.sent_at_us, rejection.retry_after_us)};
+        later(cmd.sent_at_us, answer.retry_after_us)};
     for (std::optional<int64_t> now : times) {
         if (!now) {
             continue;
@@ -60,11 +60,10 @@ use_reply(const Policy &policy, const Command &cmd, StoredKey &key,
         const ScriptCall refund = policy.refund_call(cmd.cost, answer.tokens);
         expect(refund.script != nullptr && refund.args.n <= 4,
                "a refund is a script call of at most 4 arguments");
-        return;
     }
 
-    const Decision kept = policy.remember_rejection(
-        answer.result, cmd.cost, cmd.sent_at_us, cmd.replied_us);
+    const Decision kept = policy.remember_answer(
+        &key, answer.result, cmd.cost, cmd.sent_at_us, cmd.replied_us);
     policy.commit(kept, cmd.replied_us, cmd.cost, key, nullptr);
     recall(policy, key, cmd, answer.result);
 }

@@ -178,7 +178,8 @@ TEST(DecisionReply, NumbersBeyondTheScriptsAreErrors)
             + "\r\n:0\r\n");
         ScriptReply d = p->read_decision(r.get());
         ASSERT_TRUE(d.ok);
-        Decision kept = p->remember_rejection(d.result, 1, sent_at, sent_at);
+        Decision kept =
+            p->remember_answer(nullptr, d.result, 1, sent_at, sent_at);
         EXPECT_EQ(kept.expire_at_us, sent_at + (int64_t{1} << 53) - 1);
     }
 }
