@@ -1,22 +1,20 @@
 """docs/reliability.md, written in two sections by two runs: `make chaos`
 (scripts/chaos/report.py) and `make soak` (scripts/soak/report.py). Each
 run replaces its own section, heading and text included, and keeps the
-other's as it was, so the file does not depend on which ran last."""
+other's as it was, so the file does not depend on which ran last. What
+comes before the first section is written by hand, and kept."""
 
 import os
 import re
 
 from tables import md_table, text_table
 
+# (for a file that has none yet)
 HEAD = """\
 # Reliability
 
-Written by `make chaos` (`scripts/chaos.sh`) and `make soak`
-(`scripts/soak.sh`); do not edit by hand. Each section says which run
-produced it. The chaos run breaks Redis and nginx under load and checks
-that the module still answers as its configuration says; the soak run
-keeps a small zone evicting for ten minutes and checks that memory stays
-flat. Both run on loopback, on the machine that builds the module.
+The sections below the first marker are written by `make chaos` and
+`make soak`; do not edit them by hand.
 """
 
 SECTIONS = ["chaos", "soak"]
@@ -28,13 +26,22 @@ BEGIN = "<!-- %s section: written by scripts/%s/report.py -->"
 END = "<!-- end of %s section -->"
 
 
-def read_sections(path):
-    """The sections an existing file holds, by name."""
+def read_file(path):
     try:
         with open(path) as f:
-            text = f.read()
+            return f.read()
     except FileNotFoundError:
-        return {}
+        return ""
+
+
+def read_head(text):
+    """What comes before the first section: the hand-written part."""
+    at = text.find(BEGIN % (SECTIONS[0], SECTIONS[0]))
+    return text[:at].rstrip("\n") + "\n" if at > 0 else HEAD
+
+
+def read_sections(text):
+    """The sections a file's text holds, by name."""
     found = {}
     for name in SECTIONS:
         m = re.search(re.escape(BEGIN % (name, name)) + r"\n(.*?)" +
@@ -47,9 +54,10 @@ def read_sections(path):
 def write_section(path, name, text):
     """Rewrites path with `text` (Markdown from its "## " heading on) as
     section `name`, keeping the other section."""
-    sections = read_sections(path)
+    existing = read_file(path)
+    sections = read_sections(existing)
     sections[name] = text if text.endswith("\n") else text + "\n"
-    out = [HEAD]
+    out = [read_head(existing)]
     for s in SECTIONS:
         out.append("\n%s\n%s%s\n" % (BEGIN % (s, s),
                                      sections.get(s, PLACEHOLDERS[s]), END % s))
