@@ -42,7 +42,8 @@ RedisServer - real redis-server processes (and fault injectors) for tests
 
 Each server runs C<redis-server> (C<TEST_REDIS_SERVER>, default
 F</usr/bin/redis-server>) in the foreground as a child of the test, bound
-to 127.0.0.1 on a port picked at run time, with its own temporary
+to 127.0.0.1 on a port picked at run time (another one if some other
+process took it first), with its own temporary
 directory (config, log), C<--save '' --appendonly no>. Every wait is
 bounded (C<TEST_THROTTLE_TIMEOUT> seconds, default 5). Every server and
 fake still running when the test exits is killed (SIGCONT first, then
@@ -120,9 +121,17 @@ sub start {
         tls   => $o{tls} ? ($o{tls_fixtures} || tls_fixtures("$dir/tls")) : undef,
     }, $class;
 
-    $self->_write_conf;
-    $self->_run;
-    return $self;
+    # a port picked free can be taken before the server binds it (other
+    # processes connect and listen meanwhile): then another one, unless
+    # the caller chose it
+    for my $attempt (1 .. 3) {
+        $self->_write_conf;
+        return $self if eval { $self->_run; 1 };
+        my $err = $@;
+        die $err if $o{port} || $attempt == 3
+                    || $err !~ /Address already in use/;
+        $self->{port} = free_port();
+    }
 }
 
 sub _write_conf {

@@ -20,7 +20,8 @@ TERM, then KILL) at the end of the block. The generated configuration:
         types, *_temp_path under the prefix
         <http_config>
         server {
-            listen 127.0.0.1:<a free port picked at run time>;
+            listen 127.0.0.1:<a free port picked at run time, another
+                              one if some other process took it first>;
             root PREFIX/html;
             <config>
         }
@@ -149,6 +150,7 @@ sub expand {
 sub write_config {
     my ($env, $main, $http, $server) = @_;
     my $p = $env->{prefix};
+    $env->{sections} = [$main, $http, $server];    # for another port
 
     my $access_log = (($http // '') . ($server // '')) =~ /\baccess_log\b/
         ? '' : "    access_log off;\n";
@@ -222,10 +224,20 @@ sub can_connect {
     return 1;
 }
 
-# Starts nginx; returns its master pid, or undef and a reason.
+# Starts nginx; returns its master pid, or undef and a reason. The port
+# picked free can be taken before nginx binds it (other processes connect
+# and listen meanwhile): then the configuration is written again with
+# another one.
 sub start_nginx {
     my ($env) = @_;
-    my ($rc, $out) = nginx_cmd($env);
+    my ($rc, $out);
+    for my $attempt (1 .. 3) {
+        ($rc, $out) = nginx_cmd($env);
+        last if $rc == 0 || $attempt == 3
+                || $out !~ /bind\(\) to 127\.0\.0\.1:$env->{port} failed .*Address already in use/;
+        $env->{port} = free_port();
+        write_config($env, @{ $env->{sections} });
+    }
     return (undef, "nginx exited with $rc:\n$out") if $rc != 0;
 
     my $pidfile = "$env->{prefix}/logs/nginx.pid";
