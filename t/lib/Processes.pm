@@ -4,7 +4,7 @@ package Processes;
 # modules (nginx) and RedisServer (redis-server and fakes): one bound on
 # every wait, polling, free ports, commands run with a time limit, children
 # killed at exit, and /proc for processes that are not our children (a
-# daemonised nginx).
+# daemonised nginx) and for sockets (whose connection is whose).
 
 use strict;
 use warnings;
@@ -16,7 +16,8 @@ use POSIX qw(WNOHANG);
 use Time::HiRes qw(sleep time);
 
 our @EXPORT_OK = qw($TIMEOUT wait_until free_port read_file fork_child
-                    exited kill_wait run_cmd alive children_of wait_gone);
+                    exited kill_wait run_cmd alive children_of wait_gone
+                    local_ports_of);
 
 our $TIMEOUT = $ENV{TEST_THROTTLE_TIMEOUT} || 5;    # seconds, every wait
 
@@ -168,6 +169,42 @@ sub children_of {
 sub wait_gone {
     my ($timeout, @pids) = @_;
     return wait_until($timeout, sub { !grep { alive($_) } @pids });
+}
+
+# ---------------------------------------------------------------------------
+# TCP sockets, through /proc/net/tcp: whose connection is whose
+
+# The IPv4 TCP sockets of this network namespace: { local_port, state (as
+# /proc writes it: '0A' listening), rx_queue (bytes not read yet; for a
+# listening socket, connections not accepted yet), inode (0 for a
+# connection not accepted yet) }.
+sub tcp_sockets {
+    my @socks;
+    for my $line (split /\n/, read_file('/proc/net/tcp')) {
+        my ($local, $state, $queues, $inode) = (split ' ', $line)[1, 3, 4, 9];
+        next unless $local && $local =~ /^[0-9A-F]+:([0-9A-F]+)$/;
+        my $port = hex $1;
+        my ($rx) = $queues =~ /:([0-9A-F]+)$/;
+        push @socks, { local_port => $port, state => $state,
+                       rx_queue => hex $rx, inode => $inode };
+    }
+    return @socks;
+}
+
+# The local ports of the TCP sockets the processes hold (which connections
+# are theirs).
+sub local_ports_of {
+    my (@pids) = @_;
+    my %mine;
+    for my $pid (@pids) {
+        opendir my $dh, "/proc/$pid/fd" or next;
+        for my $fd (readdir $dh) {
+            my $link = readlink "/proc/$pid/fd/$fd" // next;
+            $mine{$1} = 1 if $link =~ /^socket:\[(\d+)\]$/;
+        }
+        closedir $dh;
+    }
+    return map { $_->{local_port} } grep { $mine{ $_->{inode} } } tcp_sockets();
 }
 
 1;

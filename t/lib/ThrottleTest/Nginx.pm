@@ -231,6 +231,7 @@ sub can_connect {
 sub start_nginx {
     my ($env) = @_;
     my ($rc, $out);
+    $env->{started} = time;    # nothing this nginx did is older
     for my $attempt (1 .. 3) {
         ($rc, $out) = nginx_cmd($env);
         last if $rc == 0 || $attempt == 3
