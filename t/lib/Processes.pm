@@ -4,7 +4,8 @@ package Processes;
 # modules (nginx) and RedisServer (redis-server and fakes): one bound on
 # every wait, polling, free ports, commands run with a time limit, children
 # killed at exit, and /proc for processes that are not our children (a
-# daemonised nginx) and for sockets (whose connection is whose).
+# daemonised nginx) and for sockets (what a server has read, whose
+# connection is whose).
 
 use strict;
 use warnings;
@@ -17,7 +18,7 @@ use Time::HiRes qw(sleep time);
 
 our @EXPORT_OK = qw($TIMEOUT wait_until free_port read_file fork_child
                     exited kill_wait run_cmd alive children_of wait_gone
-                    local_ports_of);
+                    local_ports_of all_read open_connections);
 
 our $TIMEOUT = $ENV{TEST_THROTTLE_TIMEOUT} || 5;    # seconds, every wait
 
@@ -172,7 +173,11 @@ sub wait_gone {
 }
 
 # ---------------------------------------------------------------------------
-# TCP sockets, through /proc/net/tcp: whose connection is whose
+# TCP sockets, through /proc/net/tcp: what a server has read and closed,
+# whose connection is whose
+
+my $LISTEN = '0A';
+my $TIME_WAIT = '06';
 
 # The IPv4 TCP sockets of this network namespace: { local_port, state (as
 # /proc writes it: '0A' listening), rx_queue (bytes not read yet; for a
@@ -205,6 +210,24 @@ sub local_ports_of {
         closedir $dh;
     }
     return map { $_->{local_port} } grep { $mine{ $_->{inode} } } tcp_sockets();
+}
+
+# Whether the server listening on $port has read everything sent to it: no
+# connection waits to be accepted, none has bytes it did not read.
+sub all_read {
+    my ($port) = @_;
+    return !grep { $_->{local_port} == $port && $_->{rx_queue} }
+                 tcp_sockets();
+}
+
+# How many connections the server on $port has not closed yet (its ends of
+# them; TIME_WAIT ones are closed).
+sub open_connections {
+    my ($port) = @_;
+    return scalar grep {
+        $_->{local_port} == $port && $_->{state} ne $LISTEN
+            && $_->{state} ne $TIME_WAIT
+    } tcp_sockets();
 }
 
 1;
