@@ -465,11 +465,11 @@ perl {
                    . "Connection: close\r\n\r\n";
         push @socks, $s;
     }
-    sleep 0.2;
+    ok(all_read(), "$name: the 10 requests wait for Redis");
+    # (nginx does not watch a client while the access phase waits)
     close $_ for @socks;
-    sleep 0.2;
     $redis->resume;    # the replies come back for requests that are gone
-    sleep 0.3;
+    ok(all_closed(), "$name: nginx answers them, to no one, and closes");
 }
 GET /a.txt => 200 poll 3
   > X-Key: after
@@ -606,11 +606,12 @@ perl {
                    . "Connection: close\r\n\r\n";
         push @socks, $s;
     }
-    sleep 0.2;
+    ok(all_read(), "$name: the 6 requests wait for Redis");
     # nginx -s reload with the same configuration
     my ($rc, $out) = ThrottleTest::nginx_cmd($nginx, '-s', 'reload');
     is($rc, 0, "$name: nginx -s reload") or diag($out);
-    sleep 0.2;
+    ok(wait_until(5, sub { (() = error_log() =~ /gracefully shutting down/g) >= 2 }),
+       "$name: the old workers are told to quit while the requests wait");
     $redis->resume;
     my %st;
     for my $s (@socks) {
