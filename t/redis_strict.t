@@ -592,7 +592,11 @@ location / {
 GET /a.txt x2 => 200
   > X-Key: before
   X-Status: PASSED
-perl: $redis->restart; sleep 0.2;
+perl {
+    $redis->restart;
+    ok(wait_until(5, sub { !Processes::closed_by_peer($redis->port) }),
+       "$name: nginx closes its ends of the old connections");
+}
 GET /a.txt => 200
   > X-Key: after
   X-Status: PASSED

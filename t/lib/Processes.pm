@@ -18,7 +18,8 @@ use Time::HiRes qw(sleep time);
 
 our @EXPORT_OK = qw($TIMEOUT wait_until free_port read_file fork_child
                     exited kill_wait run_cmd alive children_of wait_gone
-                    local_ports_of all_read open_connections);
+                    local_ports_of all_read open_connections
+                    closed_by_peer);
 
 our $TIMEOUT = $ENV{TEST_THROTTLE_TIMEOUT} || 5;    # seconds, every wait
 
@@ -174,24 +175,28 @@ sub wait_gone {
 
 # ---------------------------------------------------------------------------
 # TCP sockets, through /proc/net/tcp: what a server has read and closed,
-# whose connection is whose
+# what a client has noticed, whose connection is whose
 
 my $LISTEN = '0A';
 my $TIME_WAIT = '06';
+my $CLOSE_WAIT = '08';
 
-# The IPv4 TCP sockets of this network namespace: { local_port, state (as
-# /proc writes it: '0A' listening), rx_queue (bytes not read yet; for a
-# listening socket, connections not accepted yet), inode (0 for a
-# connection not accepted yet) }.
+# The IPv4 TCP sockets of this network namespace: { local_port,
+# remote_port, state (as /proc writes it: '0A' listening), rx_queue (bytes
+# not read yet; for a listening socket, connections not accepted yet),
+# inode (0 for a connection not accepted yet) }.
 sub tcp_sockets {
     my @socks;
     for my $line (split /\n/, read_file('/proc/net/tcp')) {
-        my ($local, $state, $queues, $inode) = (split ' ', $line)[1, 3, 4, 9];
+        my ($local, $remote, $state, $queues, $inode) =
+            (split ' ', $line)[1, 2, 3, 4, 9];
         next unless $local && $local =~ /^[0-9A-F]+:([0-9A-F]+)$/;
         my $port = hex $1;
+        my ($remote_port) = $remote =~ /:([0-9A-F]+)$/;
         my ($rx) = $queues =~ /:([0-9A-F]+)$/;
-        push @socks, { local_port => $port, state => $state,
-                       rx_queue => hex $rx, inode => $inode };
+        push @socks, { local_port => $port, remote_port => hex $remote_port,
+                       state => $state, rx_queue => hex $rx,
+                       inode => $inode };
     }
     return @socks;
 }
@@ -228,6 +233,14 @@ sub open_connections {
         $_->{local_port} == $port && $_->{state} ne $LISTEN
             && $_->{state} ne $TIME_WAIT
     } tcp_sockets();
+}
+
+# How many connections to the server on $port it closed and the client
+# has not closed yet (a client that has not noticed).
+sub closed_by_peer {
+    my ($port) = @_;
+    return scalar grep { $_->{remote_port} == $port && $_->{state} eq $CLOSE_WAIT }
+                      tcp_sockets();
 }
 
 1;
