@@ -122,7 +122,7 @@ GET /a.txt => 200 poll 3
 GET /a.txt => 200 poll 3
   > X-Key: before
   X-Status: PASSED
-  RateLimit ~ ^"z";r=8;t=(119|120)$
+  RateLimit: "z";r=8;t={120-}
 --- error_log
 ~ \[error\] .*throttle redis "main" \(127\.0\.0\.1:\d+\): no reply within 100 ms
 
@@ -478,7 +478,7 @@ GET /a.txt => 200 poll 3
 GET /a.txt => 200
   > X-Key: warm
   X-Status: PASSED
-  RateLimit ~ ^"z";r=8;t=(119|120)$
+  RateLimit: "z";r=8;t={120-}
 
 
 
@@ -546,7 +546,7 @@ perl {
 GET /a.txt => 200
   > X-Key: k
   X-Status: PASSED
-  RateLimit ~ ^"z";r=8;t=(11[5-9]|120)$
+  RateLimit: "z";r=8;t={120-}
 GET /a.txt => 200
   > X-Key: k
   X-Status: PASSED
@@ -579,7 +579,7 @@ perl {
 GET /a.txt => 200
   > X-Key: k
   X-Status: PASSED
-  RateLimit ~ ^"z";r=8;t=(119|120)$
+  RateLimit: "z";r=8;t={120-}
 --- no_error_log
 ~ \[error\] .*throttle redis
 
@@ -654,7 +654,7 @@ perl: $redis->kill_hard;
 GET /a.txt x3 => 429
   > X-Key: k
   X-Status: REJECTED
-  Retry-After ~ ^(59|60)$
+  Retry-After: {60-}
   time < 0.4
 GET /a.txt x2 => 200
   > X-Key: other
