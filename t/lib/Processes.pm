@@ -19,7 +19,7 @@ use Time::HiRes qw(sleep time);
 our @EXPORT_OK = qw($TIMEOUT wait_until free_port read_file fork_child
                     exited kill_wait run_cmd alive children_of wait_gone
                     local_ports_of all_read open_connections
-                    closed_by_peer);
+                    closed_by_peer others_listen);
 
 our $TIMEOUT = $ENV{TEST_THROTTLE_TIMEOUT} || 5;    # seconds, every wait
 
@@ -201,20 +201,27 @@ sub tcp_sockets {
     return @socks;
 }
 
-# The local ports of the TCP sockets the processes hold (which connections
-# are theirs).
-sub local_ports_of {
+# The inodes of the sockets the processes hold open.
+sub socket_inodes {
     my (@pids) = @_;
-    my %mine;
+    my %inodes;
     for my $pid (@pids) {
         opendir my $dh, "/proc/$pid/fd" or next;
         for my $fd (readdir $dh) {
             my $link = readlink "/proc/$pid/fd/$fd" // next;
-            $mine{$1} = 1 if $link =~ /^socket:\[(\d+)\]$/;
+            $inodes{$1} = 1 if $link =~ /^socket:\[(\d+)\]$/;
         }
         closedir $dh;
     }
-    return map { $_->{local_port} } grep { $mine{ $_->{inode} } } tcp_sockets();
+    return \%inodes;
+}
+
+# The local ports of the TCP sockets the processes hold (which connections
+# are theirs).
+sub local_ports_of {
+    my (@pids) = @_;
+    my $mine = socket_inodes(@pids);
+    return map { $_->{local_port} } grep { $mine->{ $_->{inode} } } tcp_sockets();
 }
 
 # Whether the server listening on $port has read everything sent to it: no
@@ -232,6 +239,17 @@ sub open_connections {
     return scalar grep {
         $_->{local_port} == $port && $_->{state} ne $LISTEN
             && $_->{state} ne $TIME_WAIT
+    } tcp_sockets();
+}
+
+# Whether a process other than @pids listens on $port too (SO_REUSEPORT
+# lets processes of one user share a port).
+sub others_listen {
+    my ($port, @pids) = @_;
+    my $ours = socket_inodes(@pids);
+    return scalar grep {
+        $_->{local_port} == $port && $_->{state} eq $LISTEN
+            && !$ours->{ $_->{inode} }
     } tcp_sockets();
 }
 
