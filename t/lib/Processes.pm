@@ -18,6 +18,7 @@ use Time::HiRes qw(sleep time);
 
 our @EXPORT_OK = qw($TIMEOUT wait_until free_port read_file fork_child
                     exited kill_wait run_cmd alive children_of wait_gone
+                    waits_for_signals
                     local_ports_of all_read open_connections
                     closed_by_peer others_listen);
 
@@ -165,6 +166,13 @@ sub children_of {
     }
     closedir $dh;
     return sort { $a <=> $b } @kids;
+}
+
+# Whether a process sleeps in sigsuspend(): nginx's master between two
+# signals, done with the last one (its kernel wait channel).
+sub waits_for_signals {
+    my ($pid) = @_;
+    return read_file("/proc/$pid/wchan") =~ /sigsuspend/;
 }
 
 # Waits up to $timeout seconds for every pid to be gone; true if they are.

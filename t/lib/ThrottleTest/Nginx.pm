@@ -49,9 +49,9 @@ use File::Temp;
 use FindBin;
 use IO::Socket::INET;
 use Test::More ();
-use Time::HiRes qw(sleep time);
+use Time::HiRes qw(time);
 use Processes qw($TIMEOUT free_port read_file run_cmd children_of alive
-                 wait_gone wait_until others_listen);
+                 wait_gone wait_until others_listen waits_for_signals);
 
 our @EXPORT_OK = qw(check_binaries setup_prefix write_config nginx_cmd
                     start_nginx stop_nginx reload_nginx);
@@ -316,7 +316,8 @@ sub reload_nginx {
     });
     return (1, $text . $out, \@old) if $outcome eq 'done';
     if ($outcome eq 'refused') {
-        sleep 0.1;    # let the master finish logging
+        # the rest of what it logs: it is done once it waits for signals
+        wait_until($TIMEOUT, sub { waits_for_signals($master) });
         $text = substr(read_file($env->{log}), $offset);
         return (0, $text . $out, \@old);
     }
