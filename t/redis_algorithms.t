@@ -106,10 +106,10 @@ sub zset {
 
 # Redis holds $units admitted units under $key, as the algorithm keeps
 # them, with a TTL; $W is the window in us. (A TTL may exceed the exact
-# end by a few ms: PEXPIRE is rounded up to a ms, and Redis's ms clock
-# lags TIME's us.)
+# end: RedisServer::ttl_slack_ms.)
 sub holds {
     my ($redis, $alg, $key, $units, $W, $label) = @_;
+    my $late = RedisServer::ttl_slack_ms($W);
     my $now = $redis->time_us;
     my $start = $now - $now % $W;
     my $pttl = $redis->cmd('PTTL', $key);
@@ -124,7 +124,7 @@ sub holds {
         } @{ $z->{members} };
         is("@bad", '', "$label: members \"<ts>:<seq>\", unique, scored by their ts")
             or diag("@{ $z->{members} }");
-        ok($pttl > 0 && $pttl <= $W / 1000 + 3, "$label: a TTL of at most the window ($pttl ms)");
+        ok($pttl > 0 && $pttl <= $W / 1000 + $late, "$label: a TTL of at most the window ($pttl ms)");
         return;
     }
     is($redis->cmd('TYPE', $key), 'hash', "$label: $key is a hash");
@@ -133,13 +133,13 @@ sub holds {
     if ($alg eq 'fixed_window') {
         is(join(',', sort keys %h), 'n,w', "$label: fields w, n");
         is($h{n}, $units, "$label: n = $units admitted units");
-        ok($pttl > 0 && $pttl <= ($start + $W - $now) / 1000 + 3,
+        ok($pttl > 0 && $pttl <= ($start + $W - $now) / 1000 + $late,
            "$label: expires with its window ($pttl ms)");
     } else {
         is(join(',', sort keys %h), 'c,p,w', "$label: fields w, p, c");
         is($h{c}, $units, "$label: c = $units admitted units");
         is($h{p}, 0, "$label: p = 0 (nothing in the window before)");
-        ok($pttl > 0 && $pttl <= ($start + 2 * $W - $now) / 1000 + 3,
+        ok($pttl > 0 && $pttl <= ($start + 2 * $W - $now) / 1000 + $late,
            "$label: expires a window after its own ($pttl ms)")
             or diag("now $now, start $start, " . join ' ', %h);
     }

@@ -478,6 +478,16 @@ sub slowlog_mark {
     return ref $newest eq 'ARRAY' && @$newest ? $newest->[0][0] : -1;
 }
 
+# How much later than a window of $W us ends a script's TTL for it may end:
+# PEXPIRE rounds up to a ms, Redis's ms clock lags TIME's us, and a Redis
+# the machine keeps off the CPU between reading its clock and setting the
+# TTL sets it later by that long. A quarter window, at most 1 s: that, and
+# still this window's end, not the next one's.
+sub ttl_slack_ms {
+    my ($W) = @_;
+    return ($W / 4 < 1e6 ? $W / 4 : 1e6) / 1000;
+}
+
 # Keys matching a pattern (SCAN, db $db or the current one), sorted.
 sub keys_matching {
     my ($self, $pattern, $db) = @_;
