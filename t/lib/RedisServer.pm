@@ -407,7 +407,8 @@ my %SYNC_BY_SHA;    # SHA1 of a sync script as sent => its name
 # SLOWLOG kept], units => { key => units it sent } (where SLOWLOG kept
 # them) }. An EVAL is known by the EVALSHA it retries (the same keys and
 # ARGV, answered NOSCRIPT: that one did not run); SLOWLOG keeps too little
-# of its source to tell.
+# of its source to tell. (SLOWLOG does not say what a call answered: an
+# EVALSHA answered NOSCRIPT counts as run until its EVAL is logged.)
 sub sync_calls {
     my ($self) = @_;
     %SYNC_BY_SHA = map { sha1_hex(script_source($_)) => $_ } keys %SYNC_UNITS
