@@ -106,10 +106,10 @@ sub zset {
 
 # Redis holds $units admitted units under $key, as the algorithm keeps
 # them, with a TTL; $W is the window in us. (A TTL may exceed the exact
-# end by a few ms: PEXPIRE is rounded up to a ms, and Redis's ms clock
-# lags TIME's us.)
+# end: RedisServer::ttl_slack_ms.)
 sub holds {
     my ($redis, $alg, $key, $units, $W, $label) = @_;
+    my $late = RedisServer::ttl_slack_ms($W);
     my $now = $redis->time_us;
     my $start = $now - $now % $W;
     my $pttl = $redis->cmd('PTTL', $key);
@@ -124,7 +124,7 @@ sub holds {
         } @{ $z->{members} };
         is("@bad", '', "$label: members \"<ts>:<seq>\", unique, scored by their ts")
             or diag("@{ $z->{members} }");
-        ok($pttl > 0 && $pttl <= $W / 1000 + 3, "$label: a TTL of at most the window ($pttl ms)");
+        ok($pttl > 0 && $pttl <= $W / 1000 + $late, "$label: a TTL of at most the window ($pttl ms)");
         return;
     }
     is($redis->cmd('TYPE', $key), 'hash', "$label: $key is a hash");
@@ -133,13 +133,13 @@ sub holds {
     if ($alg eq 'fixed_window') {
         is(join(',', sort keys %h), 'n,w', "$label: fields w, n");
         is($h{n}, $units, "$label: n = $units admitted units");
-        ok($pttl > 0 && $pttl <= ($start + $W - $now) / 1000 + 3,
+        ok($pttl > 0 && $pttl <= ($start + $W - $now) / 1000 + $late,
            "$label: expires with its window ($pttl ms)");
     } else {
         is(join(',', sort keys %h), 'c,p,w', "$label: fields w, p, c");
         is($h{c}, $units, "$label: c = $units admitted units");
         is($h{p}, 0, "$label: p = 0 (nothing in the window before)");
-        ok($pttl > 0 && $pttl <= ($start + 2 * $W - $now) / 1000 + 3,
+        ok($pttl > 0 && $pttl <= ($start + 2 * $W - $now) / 1000 + $late,
            "$label: expires a window after its own ($pttl ms)")
             or diag("now $now, start $start, " . join ' ', %h);
     }
@@ -402,12 +402,15 @@ perl {
         is(($r->{status} // 'none') . ' ' . (header($r, 'RateLimit') // ''),
            '200 "loc";r=0;t=60', "$name: $alg: the first request passes both zones");
         main::holds($redis, $alg, $key, 1, 3600e6, "$name: $alg: after the first request");
+        my $calls = $redis->script_calls;
         for (1 .. 3) {
             $r = request("/$ab/a.txt", 'X-Key' => "$ab-seq");
             like(($r->{status} // 'none') . ' ' . (header($r, 'RateLimit') // ''),
                  qr/^429 "loc";r=0;t=(59|60)$/, "$name: $alg: rejected by the local zone");
         }
-        sleep 0.1;    # a refund is not waited for
+        # (a charge would have been answered before the 429; a refund is
+        # not waited for, but would follow a charge)
+        is($redis->script_calls - $calls, 0, "$name: $alg: Redis not asked");
         main::holds($redis, $alg, $key, 1, 3600e6, "$name: $alg: Redis as before");
         $r = request("/peek_$ab/a.txt", 'X-Key' => "$ab-seq");
         like(header($r, 'RateLimit') // '', qr/^"$ab";r=9;t=\d+$/,
@@ -424,7 +427,8 @@ perl {
         my @socks = map { ThrottleTest::connect_to($nginx) } 1 .. 8;
         syswrite $_, "GET /$ab/a.txt HTTP/1.1\r\nHost: localhost\r\n"
                    . "X-Key: $ab-race\r\nConnection: close\r\n\r\n" for @socks;
-        sleep 0.3;
+        # all 8 past the local zone's look before Redis answers one
+        ok(all_read(), "$name: $alg: 8 at once: all wait for Redis");
         $redis->resume;
         my @res = map { ThrottleTest::http_read($_, { method => 'GET' }) } @socks;
         close $_ for @socks;
@@ -496,7 +500,9 @@ perl {
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT timeout=100ms connect_timeout=100ms;
+# killed: refused at once, whatever the timeout; up: 1 s, so that a busy
+# machine does not turn a decision into an error
+throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT timeout=1s connect_timeout=100ms;
 throttle_zone $http_x_key zone=z:1m rate=5r/h burst=0 algorithm=fixed_window redis=main;
 --- config
 add_header X-Status $throttle_status always;
@@ -550,7 +556,9 @@ GET /b.txt => 200 poll 3
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT timeout=100ms connect_timeout=100ms;
+# stopped: the timeout answers; 300 ms, not less, so that a busy machine
+# does not turn a decision of the running Redis into an error
+throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT timeout=300ms connect_timeout=100ms;
 throttle_zone $http_x_key zone=z:1m rate=5r/h burst=0 algorithm=sliding_window redis=main;
 --- config
 add_header X-Status $throttle_status always;
@@ -571,17 +579,17 @@ GET /a.txt x2 => 200
   > X-Key: k
   X-Status: ERROR_ALLOWED
   no RateLimit
-  time < 0.4
+  time < 0.6
 GET /b.txt x2 => 429
   > X-Key: k
   X-Status: ERROR_DENIED
-  time < 0.4
+  time < 0.6
 perl {
     my @res = parallel_requests(10, 'GET /a.txt', 'X-Key' => 'k2');
     my %st = map { (header($_, 'X-Status') // 'none') => 1 } @res;
     is(join(',', sort keys %st), 'ERROR_ALLOWED', "$name: 10 at once while stopped: all ERROR_ALLOWED");
     my ($max) = sort { $b <=> $a } map { $_->{elapsed} } @res;
-    cmp_ok($max, '<', 0.4, "$name: 10 at once: the slowest in < 0.4 s");
+    cmp_ok($max, '<', 0.6, "$name: 10 at once: the slowest in < 0.6 s");
     $redis->resume;
     my $i = 0;
     ok(wait_until(5, sub {
@@ -593,7 +601,7 @@ GET /a.txt => 200 poll 3
   X-Status: PASSED
   RateLimit ~ ^"z";r=3;t=\d+$
 --- error_log
-~ \[error\] .*throttle redis "main" \(127\.0\.0\.1:\d+\): no reply within 100 ms
+~ \[error\] .*throttle redis "main" \(127\.0\.0\.1:\d+\): no reply within 300 ms
 
 
 
@@ -601,7 +609,9 @@ GET /a.txt => 200 poll 3
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT timeout=100ms connect_timeout=100ms;
+# killed: refused at once, whatever the timeout; up: 1 s, so that a busy
+# machine does not turn a decision into an error
+throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT timeout=1s connect_timeout=100ms;
 throttle_zone $http_x_key zone=z:1m rate=5r/h burst=0 algorithm=sliding_log redis=main;
 --- config
 add_header X-Status $throttle_status always;

@@ -17,6 +17,10 @@
 #   sync_interval at its bounds; several zones in one location;
 # - configuration errors.
 #
+# "time < 0.4": answered without waiting for Redis. A request that waited
+# for the stopped Redis of block 5 would take its timeout, 500 ms; a busy
+# machine can take a tenth of a second for any request.
+#
 # Rates are slow (1r/m) unless a test needs time to pass, so that the
 # milliseconds a test takes never change an expected value; every wait is
 # bounded (polls with a deadline).
@@ -28,6 +32,7 @@ use strict;
 use warnings;
 
 use Digest::SHA qw(sha1_hex sha256_hex);
+use POSIX ();
 use FindBin;
 use IO::Socket::INET;
 use Test::More;
@@ -44,28 +49,6 @@ our $SYNC_SHA = sha1_hex($SYNC_SCRIPT);
 # ---------------------------------------------------------------------------
 # Helpers (perl steps call them as main::name)
 
-# The gcra_sync.lua calls Redis received, oldest first, from its SLOWLOG
-# (the server runs with slowlog-log-slower-than 0): each as { cmd, nkeys,
-# keys => [...] } (the keys SLOWLOG shows: it keeps 32 arguments at most).
-# ARGV's layout is the script's business: not looked at.
-sub sync_calls {
-    my ($redis) = @_;
-    my $log = $redis->cmd('SLOWLOG', 'GET', '-1');
-    die "SLOWLOG GET: $log\n" unless ref $log eq 'ARRAY';
-    my @calls;
-    for my $e (reverse @$log) {
-        my @a = @{ $e->[3] };
-        my $cmd = uc $a[0];
-        next unless ($cmd eq 'EVALSHA' && $a[1] eq $SYNC_SHA)
-                 || ($cmd eq 'EVAL' && index($a[1], '-- Async mode') == 0);
-        my $n = $a[2];
-        my @keys = grep { !/^\.\.\. \(\d+ more arguments\)$/ }
-                   @a[3 .. ($#a < 2 + $n ? $#a : 2 + $n)];
-        push @calls, { cmd => $cmd, nkeys => $n, keys => \@keys };
-    }
-    return @calls;
-}
-
 # How many units a key's TAT is ahead of Redis's clock: (value - TIME) / T,
 # T in ms; undef when the key is not there.
 sub units_in {
@@ -76,20 +59,30 @@ sub units_in {
     return ($tat - $redis->time_us) / ($t_ms * 1000);
 }
 
-# A key's TAT is N units of T ms ahead of Redis TIME, charged within the
-# last $slack ms: TAT - TIME in (N*T - slack, N*T].
-sub holds_units {
-    my ($redis, $key, $units, $t_ms, $label, $slack) = @_;
-    $slack //= 3000;
+# Whether a key's TAT is N units of T ms ahead of Redis TIME, the units
+# charged since $since (a time(); by default when the block's nginx
+# started), so no longer ago than that: TAT - TIME in (N*T - (now -
+# since), N*T]. In list context also that range and TAT - TIME (ms; undef
+# when the key is not there).
+sub has_units {
+    my ($redis, $key, $units, $t_ms, $since) = @_;
+    $since //= $ThrottleTest::Step::CURRENT->{started};
     my $tat = $redis->cmd('GET', $key);
-    my $ahead = defined $tat ? ($tat - $redis->time_us) / 1000 : undef;
+    my $now = $redis->time_us;
     my $want = $units * $t_ms;
-    my $ok = ok(defined $ahead && $ahead > $want - $slack && $ahead <= $want,
-                "$label: $key holds $units units (TAT - TIME in "
-                . ($want - $slack) . "..$want ms)");
-    diag("$key: " . (defined $tat ? "TAT - TIME = $ahead ms, about "
+    my $least = $want - int(($now / 1e6 - $since) * 1000) - 1;
+    my $ahead = defined $tat ? ($tat - $now) / 1000 : undef;
+    my $ok = defined $ahead && $ahead > $least && $ahead <= $want;
+    return wantarray ? ($ok, $least, $want, $ahead) : $ok;
+}
+
+sub holds_units {
+    my ($redis, $key, $units, $t_ms, $label, $since) = @_;
+    my ($ok, $least, $want, $ahead) = has_units($redis, $key, $units, $t_ms, $since);
+    ok($ok, "$label: $key holds $units units (TAT - TIME in $least..$want ms)");
+    diag("$key: " . (defined $ahead ? "TAT - TIME = $ahead ms, about "
                      . sprintf('%.2f', $ahead / $t_ms) . ' units'
-                                  : 'absent')) unless $ok;
+                                    : 'absent')) unless $ok;
     return $ok;
 }
 
@@ -232,11 +225,24 @@ sub two_nodes_tests {
         return ($admitted, $rejected, @seen);
     };
 
+    # Whether a node's view (RateLimit) says r=$r, and t= what is left of
+    # $units units charged since $since: units x 60 s less no more than the
+    # time since (t rounds up).
+    my $view_is = sub {
+        my ($view, $r, $units, $since) = @_;
+        my ($vr, $vt) = $view =~ /^"shared";r=(\d+);t=(\d+)$/ or return 0;
+        return $vr == $r && $vt <= $units * 60
+            && $vt > $units * 60 - (time - $since) - 1;
+    };
+
     isnt($A->{port}, $B->{port}, 'two nodes: two nginx on their own ports');
+    # whose sync call is whose: each node's connections to Redis, as now
+    my $nodes = sub { [map { [worker_ports($_)] } $A, $B] };
 
     # -- B has touched the key (cost 0): it learns what A spent ----------
     {
         my $name = 'two nodes, B watching';
+        my $since = time;
         my @r = map { http_request($A, 'GET /a.txt', 'X-Key' => 'k') } 1 .. 6;
         is(join(' ', map { status_of($_) } @r), join(' ', ('200') x 6),
            "$name: A admits 6 on a fresh key");
@@ -247,7 +253,7 @@ sub two_nodes_tests {
 
         my $t0 = time;
         my $last;
-        my $ok = $wait->(2, sub { ($last = $peek->($B, 'k')) =~ /^"shared";r=4;t=(359|360)$/ });
+        my $ok = $wait->(2, sub { $view_is->($last = $peek->($B, 'k'), 4, 6, $since) });
         ok($ok, "$name: B learns A's 6 units (r=4)") or diag("B's view: $last");
         cmp_ok(time - $t0, '<', 1, "$name: ... within a few sync intervals ("
                . sprintf('%.2f', time - $t0) . ' s)');
@@ -262,38 +268,39 @@ sub two_nodes_tests {
         my $before = $peek->($A, 'k');
         note("A's view before it looks again: $before");
         $t0 = time;
-        $ok = $wait->(2, sub { ($last = $peek->($A, 'k')) =~ /^"shared";r=0;t=(599|600)$/ });
+        $ok = $wait->(2, sub { $view_is->($last = $peek->($A, 'k'), 0, 10, $since) });
         ok($ok, "$name: A's view becomes the global one: 10 units spent (r=0)")
             or diag("A's view: $last");
         cmp_ok(time - $t0, '<', 1, "$name: ... within a few sync intervals ("
                . sprintf('%.2f', time - $t0) . ' s)');
         is(status_of(http_request($A, 'GET /a.txt', 'X-Key' => 'k')), 429,
            "$name: A rejects the key now");
-        holds_units($redis, 'throttle:{shared}:k', 10, $T, $name);
+        holds_units($redis, 'throttle:{shared}:k', 10, $T, $name, $since);
     }
 
     # -- B has not seen the key: its first request is decided from a fresh
     #    view (the documented over-admission), then it learns -------------
     {
         my $name = 'two nodes, B not watching';
+        my $since = time;
         http_request($A, 'GET /a.txt', 'X-Key' => 'u') for 1 .. 6;
-        ok($wait->(2, sub { (main::units_in($redis, 'throttle:{shared}:u') // 0) > 6 - 0.05 }),
+        ok($wait->(2, sub { has_units($redis, 'throttle:{shared}:u', 6, $T, $since) }),
            "$name: A's 6 units reach Redis");
         my $r = http_request($B, 'GET /a.txt', 'X-Key' => 'u');
         is(status_of($r), 200, "$name: B admits its first request");
         is(hdr($r, 'RateLimit'), '"shared";r=9;t=60',
            "$name: ... from its own zone, which had not seen the key");
         my $last;
-        ok($wait->(2, sub { ($last = $peek->($B, 'u')) =~ /^"shared";r=3;t=(419|420)$/ }),
+        ok($wait->(2, sub { $view_is->($last = $peek->($B, 'u'), 3, 7, $since) }),
            "$name: B then learns the global state (7 units spent)")
             or diag("B's view: $last");
         my ($admitted, $rejected, @seen) = $admit_until_429->($B, 'u', 10);
         is($admitted, 3, "$name: B admits 3 more (4 in all), no more")
             or diag(join "\n", @seen);
         is($rejected, 1, "$name: ... then rejects");
-        ok($wait->(2, sub { (main::units_in($redis, 'throttle:{shared}:u') // 0) > 10 - 0.05 }),
+        ok($wait->(2, sub { has_units($redis, 'throttle:{shared}:u', 10, $T, $since) }),
            "$name: B's units reach Redis");
-        holds_units($redis, 'throttle:{shared}:u', 10, $T, $name);
+        holds_units($redis, 'throttle:{shared}:u', 10, $T, $name, $since);
     }
 
     # -- both nodes at once on a fresh key: each may admit up to burst+1
@@ -301,6 +308,7 @@ sub two_nodes_tests {
     #    admitted and both views converge to it --------------------------
     {
         my $name = 'two nodes, at once';
+        my $since = time;
         my @socks;
         for my $i (0 .. 39) {
             my $node = $i % 2 ? $B : $A;
@@ -332,16 +340,16 @@ sub two_nodes_tests {
         cmp_ok($total, '<=', 20, "$name: at most (nodes x (burst+1)) in total ($total)");
 
         my $key = 'throttle:{shared}:p';
-        ok($wait->(2, sub { (main::units_in($redis, $key) // 0) > $total - 0.05 }),
+        ok($wait->(2, sub { has_units($redis, $key, $total, $T, $since) }),
            "$name: what both admitted reaches Redis");
-        sleep 0.3;    # the second sync of each node
-        holds_units($redis, $key, $total, $T, "$name: no unit lost or counted twice");
-        my $want = qr/^"shared";r=0;t=(\d+)$/;
+        ok($wait->(2, sub { $redis->synced({ $key => $total }, nodes => $nodes->()) }),
+           "$name: each node sent its units, then synced once more");
+        holds_units($redis, $key, $total, $T, "$name: no unit lost or counted twice", $since);
         for my $pair (['A', $A], ['B', $B]) {
             my ($n, $node) = @$pair;
             my $last;
             my $ok = $wait->(2, sub {
-                ($last = $peek->($node, 'p')) =~ $want && $1 >= $total * 60 - 2
+                $view_is->($last = $peek->($node, 'p'), 0, $total, $since)
             });
             ok($ok, "$name: node ${n}'s view is the global state ($total units)")
                 or diag("node $n: $last");
@@ -354,6 +362,7 @@ sub two_nodes_tests {
     #    with syncs the nodes admit much less than twice burst+1 ----------
     {
         my $name = 'two nodes, alternating';
+        my $since = time;
         my @admitted = (0, 0);
         for my $i (0 .. 39) {
             my $r = http_request($i % 2 ? $B : $A, 'GET /a.txt', 'X-Key' => 'alt');
@@ -367,13 +376,14 @@ sub two_nodes_tests {
         cmp_ok($total, '<=', 16, "$name: nodes that sync admit far less than "
                . "2 x (burst+1) in total ($total of 40 over 1.2 s)");
         my $key = 'throttle:{shared}:alt';
-        ok($wait->(2, sub { (main::units_in($redis, $key) // 0) > $total - 0.05 }),
+        ok($wait->(2, sub { has_units($redis, $key, $total, $T, $since) }),
            "$name: the total reaches Redis");
-        sleep 0.3;
-        holds_units($redis, $key, $total, $T, "$name: Redis holds exactly what was admitted");
+        ok($wait->(2, sub { $redis->synced({ $key => $total }, nodes => $nodes->()) }),
+           "$name: each node sent its units, then synced once more");
+        holds_units($redis, $key, $total, $T, "$name: Redis holds exactly what was admitted", $since);
     }
 
-    my @calls = sync_calls($redis);
+    my @calls = $redis->sync_calls;
     cmp_ok(scalar(@calls), '>', 0, 'two nodes: the nodes sync with gcra_sync.lua');
     is(join(',', map { $_->{nkeys} > 500 ? $_->{nkeys} : () } @calls), '',
        'two nodes: no sync call with more than 500 keys');
@@ -411,6 +421,7 @@ perl {
     is($redis->cmd('SCRIPT', 'LOAD', $main::SYNC_SCRIPT), $main::SYNC_SHA,
        "$name: gcra_sync.lua's SHA1 is the one nginx will send");
     $stash{calls0} = $redis->script_calls;
+    $stash{t0} = time;
 }
 GET /a.txt => 200
   > X-Key: alice
@@ -423,18 +434,18 @@ GET /a.txt => 200
   X-Reset: 60
   X-Retry: 0
   body: a
-  time < 0.1
+  time < 0.4
 GET /a.txt x8 => 200
   > X-Key: alice
   RateLimit ~ ^"reply";r=[1-8];t=\d+0$
   X-Status: PASSED
-  time < 0.1
+  time < 0.4
 GET /a.txt => 200
   > X-Key: alice
   RateLimit: "reply";r=0;t=600
   X-Remaining: 0
   X-Reset: 600
-  time < 0.1
+  time < 0.4
 GET /a.txt => 429
   > X-Key: alice
   Retry-After: 60
@@ -443,12 +454,14 @@ GET /a.txt => 429
   X-Status: REJECTED
   X-Remaining: 0
   X-Retry: 60
-  time < 0.1
+  time < 0.4
 perl {
+    my $span = time - $stash{t0};    # the requests' time
     my $key = 'throttle:{reply}:alice';
     ok(wait_until(2, sub { $redis->cmd('EXISTS', $key) }),
        "$name: $key appears in Redis");
-    sleep 0.35;    # the key's second sync, and a margin
+    ok(wait_until(2, sub { $redis->synced({ $key => 10 }) }),
+       "$name: the 10 units sent once, then the key's second sync");
     like($redis->cmd('GET', $key) // '', qr/^\d{16}$/,
          "$name: the value is an integer: the TAT in us");
     main::holds_units($redis, $key, 10, 60_000, "$name: 10 x 60 s ahead of Redis TIME");
@@ -456,9 +469,16 @@ perl {
     is(join(' ', $redis->keys_matching('*')), $key,
        "$name: the only key in Redis (the local zone writes none)");
 
+    # one call a sync round, not one a request: a round for each 100 ms
+    # interval the requests took, one more that may run late into them (a
+    # round keeps its cadence however late it ran: on a busy machine two
+    # can come close together), the round after them that takes the last
+    # units, then the second sync
+    my $rounds = int($span / 0.1) + 4;
     my $calls = $redis->script_calls - $stash{calls0};
-    cmp_ok($calls, '<=', 3, "$name: $calls EVALSHA/EVAL for 11 requests (at most 3)");
-    my @sync = main::sync_calls($redis);
+    cmp_ok($calls, '<=', $rounds, sprintf '%s: %d EVALSHA/EVAL for 11 '
+           . 'requests in %.2f s (at most %d)', $name, $calls, $span, $rounds);
+    my @sync = $redis->sync_calls;
     cmp_ok(scalar(@sync), '>=', 1, "$name: synced by gcra_sync.lua");
     is(join(',', map { $_->{cmd} } @sync), join(',', ('EVALSHA') x @sync),
        "$name: ... with EVALSHA");
@@ -490,7 +510,7 @@ perl {
         $same = is($show->($a), $want,
                    "$name: request $i on bob: async answers as local") && $same;
     }
-    ok(wait_until(2, sub { (main::units_in($redis, 'throttle:{reply}:bob') // 0) > 9.95 }),
+    ok(wait_until(2, sub { main::has_units($redis, 'throttle:{reply}:bob', 10, 60_000) }),
        "$name: bob's 10 units reach Redis");
 }
 --- no_error_log
@@ -501,7 +521,7 @@ cannot sync with Redis
 
 === TEST 2: Redis key names in async mode: prefix, {zone} as hash tag, odd and long keys
 --- redis
-redis
+redis: slowlog-log-slower-than 0; slowlog-max-len 10000
 --- http_config
 throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT prefix=app:;
 throttle_zone $http_x_key zone=odd:1m rate=1r/m burst=9 redis=main sync=async;
@@ -524,7 +544,9 @@ perl {
     ok(wait_until(2, sub { @got = $redis->keys_matching('*'); @got == 3 }),
        "$name: three keys in Redis") or diag("@got");
     is("@got", "@want", "$name: <prefix>{<zone>}:<key>, odd bytes in hex, long keys as a digest");
-    sleep 0.3;
+    ok(wait_until(2, sub { $redis->synced({ 'app:{odd}:alice' => 1,
+                                            'app:{odd}:~612062' => 2, $long => 3 }) }),
+       "$name: each key's units sent once, then its second sync");
     main::holds_units($redis, 'app:{odd}:alice', 1, 60_000, $name);
     main::holds_units($redis, 'app:{odd}:~612062', 2, 60_000, $name);
     main::holds_units($redis, $long, 3, 60_000, $name);
@@ -534,7 +556,7 @@ perl {
 
 === TEST 3: Redis killed: requests decided at once by the zone, outage logged once; Redis back on the same port: pending units reach it
 --- redis
-redis
+redis: slowlog-log-slower-than 0; slowlog-max-len 10000
 --- http_config
 throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT timeout=100ms connect_timeout=100ms;
 throttle_zone $http_x_key zone=z:1m rate=1r/m burst=9 redis=main sync=async;
@@ -559,25 +581,25 @@ GET /a.txt => 200
   > X-Key: k1
   X-Status: PASSED
   RateLimit: "z";r=9;t=60
-  time < 0.1
+  time < 0.4
 GET /a.txt x2 => 200
   > X-Key: k2
   X-Status: PASSED
-  time < 0.1
+  time < 0.4
 GET /a.txt x3 => 200
   > X-Key: k3
   X-Status: PASSED
-  time < 0.1
+  time < 0.4
 GET /a.txt x10 => 200
   > X-Key: k4
   X-Status: PASSED
-  time < 0.1
+  time < 0.4
 GET /a.txt => 429
   > X-Key: k4
   X-Status: REJECTED
   Retry-After: 60
   RateLimit: "z";r=0;t=600
-  time < 0.1
+  time < 0.4
 perl {
     # requests keep coming over several sync intervals (each sync fails)
     my (%status, %x);
@@ -598,7 +620,7 @@ perl {
         or diag(main::fmt_counts(\%status));
     is(join(',', sort keys %x), 'PASSED,REJECTED', "$name: \$throttle_status PASSED or REJECTED, never an error")
         or diag(main::fmt_counts(\%x));
-    cmp_ok($max, '<', 0.1, "$name: the slowest of $n answered in < 0.1 s");
+    cmp_ok($max, '<', 0.4, "$name: the slowest of $n answered in < 0.4 s");
 
     my $log = error_log();
     my $down = main::count_lines($log, qr/\[warn\].*throttle zone "z": cannot sync with Redis/);
@@ -612,10 +634,11 @@ perl {
     ok(wait_until(5, sub { !grep { !$redis->cmd('EXISTS', $_) } @keys }),
        "$name: Redis back: the keys charged meanwhile reach it");
     note(sprintf "%s: in Redis %.2f s after it restarted", $name, time - $t1);
-    sleep 0.3;
     my %units = (k1 => 1, k2 => 2, k3 => 3, k4 => 10, k5 => 10);
-    # charged up to ~1.5 s ago (the TAT may count from then)
-    main::holds_units($redis, "throttle:{z}:$_", $units{$_}, 60_000, $name, 5000)
+    ok(wait_until(3, sub { $redis->synced({ map { ("throttle:{z}:$_" => $units{$_}) } keys %units }) }),
+       "$name: each key's units sent once, then its second sync");
+    # (charged while Redis was down: the TAT counts from then)
+    main::holds_units($redis, "throttle:{z}:$_", $units{$_}, 60_000, $name)
         for sort keys %units;
     ok(wait_until(3, sub { error_log() =~ /throttle zone "z": in sync with Redis again/ }),
        "$name: the recovery is logged (\"in sync with Redis again\")");
@@ -623,10 +646,10 @@ perl {
 # the zone agrees with Redis
 GET /b.txt => 200
   > X-Key: k2
-  RateLimit ~ ^"z";r=8;t=(11[89]|120)$
+  RateLimit: "z";r=8;t={120-}
 GET /a.txt => 200
   > X-Key: k3
-  RateLimit ~ ^"z";r=6;t=(23[89]|240)$
+  RateLimit: "z";r=6;t={240-}
   X-Status: PASSED
 perl {
     my @lines = grep { /cannot sync with Redis|in sync with Redis again/ }
@@ -673,11 +696,15 @@ perl {
     my @keys;
     ok(wait_until(3, sub { @keys = $redis->keys_matching('throttle:{z}:k*'); @keys == 50 }),
        "$name: the 50 keys reach Redis") or diag(scalar(@keys) . ' keys');
-    sleep 1;    # every key's last syncs
+    ok(wait_until(3, sub { !grep { !main::has_units($redis, $_, 10, 60_000) } @keys }),
+       "$name: every key's 10 units reach Redis");
+    # SLOWLOG would not show the units of a call of 50 keys: a unit sent
+    # twice is given the next 10 rounds to show
+    sleep 0.2;
     my %units;
     for my $k (@keys) {
-        my $u = main::units_in($redis, $k) // 0;
-        $units{ $u > 10 - 5 / 60 && $u <= 10 ? 10 : sprintf('%.2f', $u) }++;
+        $units{ main::has_units($redis, $k, 10, 60_000) ? 10
+                : sprintf('%.2f', main::units_in($redis, $k) // 0) }++;
     }
     is(main::fmt_counts(\%units), '10 x50', "$name: each key holds its 10 units, once");
 
@@ -697,9 +724,11 @@ perl {
 
 === TEST 5: Redis stopped (SIGSTOP): no request waits; after SIGCONT the pending units reach Redis
 --- redis
-redis
+redis: slowlog-log-slower-than 0; slowlog-max-len 10000
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT timeout=100ms connect_timeout=100ms;
+# a request that waited for the stopped Redis would take the 500 ms of
+# the timeout: the bound on requests, 0.4 s, leaves room for a busy machine
+throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT timeout=500ms connect_timeout=100ms;
 throttle_zone $http_x_key zone=z:1m rate=1r/m burst=9 redis=main sync=async;
 --- config
 add_header X-Status $throttle_status always;
@@ -717,7 +746,7 @@ perl {
 GET /a.txt x2 => 200
   > X-Key: s1
   X-Status: PASSED
-  time < 0.1
+  time < 0.4
 perl {
     my @res = parallel_requests(20, 'GET /a.txt', 'X-Key' => 'sp');
     my (%st, %x);
@@ -728,16 +757,16 @@ perl {
     is(main::fmt_counts(\%x), 'PASSED x10, REJECTED x10',
        "$name: ... \$throttle_status as local");
     my ($max) = sort { $b <=> $a } map { $_->{elapsed} } @res;
-    cmp_ok($max, '<', 0.3, "$name: 20 at once: the slowest in < 0.3 s");
+    cmp_ok($max, '<', 0.4, "$name: 20 at once: the slowest in < 0.4 s");
 
     my $worst = 0;
     my $t0 = time;
-    while (time - $t0 < 0.6) {    # several syncs time out meanwhile
+    while (time - $t0 < 1.2) {    # syncs time out meanwhile
         my $r = request('/a.txt', 'X-Key' => 'other');
         $worst = $r->{elapsed} if $r->{elapsed} > $worst;
         sleep 0.03;
     }
-    cmp_ok($worst, '<', 0.1, "$name: requests over 0.6 s of stall: none waits (slowest "
+    cmp_ok($worst, '<', 0.4, "$name: requests over 1.2 s of stall: none waits (slowest "
            . sprintf('%.3f', $worst) . ' s)');
 
     my $down = main::count_lines(error_log(), qr/cannot sync with Redis/);
@@ -747,32 +776,40 @@ perl {
     ok(wait_until(3, sub { $redis->cmd('EXISTS', 'throttle:{z}:s1')
                            && $redis->cmd('EXISTS', 'throttle:{z}:sp') }),
        "$name: after SIGCONT the units charged during the stall reach Redis");
-    sleep 0.4;
+    # the calls that timed out run now; then each key's second sync
+    wait_until(3, sub { $redis->synced({ 'throttle:{z}:s1' => 2, 'throttle:{z}:sp' => 10 }) });
     my $s1 = main::units_in($redis, 'throttle:{z}:s1') // 0;
     my $sp = main::units_in($redis, 'throttle:{z}:sp') // 0;
-    cmp_ok($s1, '>', 2 - 0.05, "$name: s1: at least the 2 units charged");
-    cmp_ok($sp, '>', 10 - 0.05, "$name: sp: at least the 10 units charged");
+    # charged since nginx started: N units less no more than that time
+    my $gone = (time - $nginx->{started}) / 60;
+    cmp_ok($s1, '>', 2 - $gone, "$name: s1: at least the 2 units charged");
+    cmp_ok($sp, '>', 10 - $gone, "$name: sp: at least the 10 units charged");
     # a sync that timed out after reaching Redis runs on SIGCONT: its units
     # count as delivered and are not sent again
     cmp_ok($s1, '<=', 2, "$name: s1: not more than the 2 units ("
            . sprintf('%.1f', $s1) . ' units in Redis)');
     cmp_ok($sp, '<=', 10, "$name: sp: not more than the 10 units ("
            . sprintf('%.1f', $sp) . ' units in Redis)');
-    # what a client sees: the zone took Redis's view
+    # what a client sees: the zone took Redis's view. t: 3 x 60 s from s1's
+    # first unit, less the time since, and more by as long as the calls
+    # waited in the stopped Redis (their units count from when it ran them)
     my $r = request('/a.txt', 'X-Key' => 's1');
-    like(($r->{status} // '') . ' ' . (header($r, 'RateLimit') // ''),
-         qr/^200 "z";r=7;t=18\d$/,
-         "$name: s1 (2 units spent, 1 more now) has 7 left");
+    my $seen = ($r->{status} // '') . ' ' . (header($r, 'RateLimit') // '');
+    my ($t) = $seen =~ /^200 "z";r=7;t=(\d+)$/;
+    my $since = POSIX::ceil(time - $nginx->{started});
+    ok(defined $t && abs($t - 180) <= $since,
+       "$name: s1 (2 units spent, 1 more now) has 7 left")
+        or diag("$seen (t: 180, give or take $since)");
 }
 --- error_log
-~ \[warn\] .*throttle zone "z": cannot sync with Redis \(no reply within 100 ms\)
+~ \[warn\] .*throttle zone "z": cannot sync with Redis \(no reply within 500 ms\)
 in sync with Redis again
 
 
 
 === TEST 6: reload: the zone keeps its state and syncing goes on (with a new sync_interval)
 --- redis
-redis
+redis: slowlog-log-slower-than 0; slowlog-max-len 10000
 --- http_config
 throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
 throttle_zone $http_x_key zone=z:1m rate=1r/m burst=9 redis=main sync=async;
@@ -788,7 +825,7 @@ GET /a.txt => 200
   > X-Key: k
   RateLimit: "z";r=6;t=240
 perl {
-    ok(wait_until(2, sub { (main::units_in($redis, 'throttle:{z}:k') // 0) > 4 - 0.05 }),
+    ok(wait_until(2, sub { main::has_units($redis, 'throttle:{z}:k', 4, 60_000) }),
        "$name: k's 4 units in Redis before the reload");
 }
 # charged just before the reload: whichever workers sync them
@@ -806,20 +843,22 @@ location / {
 GET /a.txt => 200
   > X-Key: k
   X-Gen: 2
-  RateLimit ~ ^"z";r=5;t=(299|300)$
+  RateLimit: "z";r=5;t={300-}
 GET /a.txt => 200
   > X-Key: late
   X-Gen: 2
-  RateLimit ~ ^"z";r=7;t=(179|180)$
+  RateLimit: "z";r=7;t={180-}
 GET /a.txt => 200
   > X-Key: fresh
   RateLimit: "z";r=9;t=60
 perl {
-    ok(wait_until(2, sub { (main::units_in($redis, 'throttle:{z}:k') // 0) > 5 - 0.05 }),
+    ok(wait_until(2, sub { main::has_units($redis, 'throttle:{z}:k', 5, 60_000) }),
        "$name: the new workers sync: k's 5th unit reaches Redis");
     ok(wait_until(2, sub { $redis->cmd('EXISTS', 'throttle:{z}:fresh') }),
        "$name: a key first charged after the reload reaches Redis");
-    sleep 0.2;
+    ok(wait_until(2, sub { $redis->synced({ map { ("throttle:{z}:$_->[0]" => $_->[1]) }
+                                            [k => 5], [late => 3], [fresh => 1] }) }),
+       "$name: each key's units sent once, then its second sync");
     main::holds_units($redis, 'throttle:{z}:k', 5, 60_000, $name);
     main::holds_units($redis, 'throttle:{z}:late', 3, 60_000, "$name: units charged around the reload counted once");
     main::holds_units($redis, 'throttle:{z}:fresh', 1, 60_000, $name);
@@ -847,7 +886,10 @@ GET /a.txt x3 => 200
 GET /a.txt => 200
   > X-Key: j
 # Redis cannot be reached: the units stay pending in the zone
-sleep 0.3
+perl {
+    ok(wait_until(2, sub { error_log() =~ /cannot sync with Redis/ }),
+       "$name: the failed syncs are logged");
+}
 --- reload_http_config
 throttle_zone $http_x_key zone=z:1m rate=1r/m burst=9;
 --- reload_config
@@ -859,7 +901,7 @@ location / {
 GET /a.txt => 200
   > X-Key: k
   X-Gen: 2
-  RateLimit ~ ^"z";r=6;t=(239|240)$
+  RateLimit: "z";r=6;t={240-}
 sleep 0.3
 --- error_log
 cannot sync with Redis
@@ -924,13 +966,14 @@ perl {
     my $key = 'throttle:{idle}:e';
     ok(wait_until(1, sub { $redis->cmd('EXISTS', $key) }),
        "$name: the key reaches Redis");
-    main::holds_units($redis, $key, 1, 1000, $name, 300);
+    main::holds_units($redis, $key, 1, 1000, $name, $stash{t0});
     main::expires_with_tat($redis, $key, $name, 250);
     ok(wait_until(3, sub { !$redis->cmd('EXISTS', $key) }),
        "$name: the key is gone from Redis once idle past its TAT");
     my $took = time - $stash{t0};
     ok($took > 0.8 && $took < 2.5, "$name: ... "
        . sprintf('%.2f', $took) . ' s after the request');
+    $stash{t1} = time;
 }
 # the zone's view: fresh
 GET /b.txt => 200
@@ -945,7 +988,7 @@ perl {
     ok(wait_until(1, sub { $redis->cmd('EXISTS', $key) }),
        "$name: the new request reaches Redis");
     main::holds_units($redis, $key, 1, 1000,
-                      "$name: one unit on a fresh key, nothing left from before", 300);
+                      "$name: one unit on a fresh key, nothing left from before", $stash{t1});
 }
 
 
@@ -976,7 +1019,7 @@ perl {
     # each key's second sync (1 s later)
     my @calls;
     ok(wait_until(3, sub {
-        @calls = main::sync_calls($redis);
+        @calls = $redis->sync_calls;
         my $n = 0;
         $n += $_->{nkeys} for @calls;
         $n >= 1200;
@@ -1032,7 +1075,7 @@ perl {
     }
     sleep 0.1;
     my (%calls, %keys);
-    for my $c (main::sync_calls($redis)) {
+    for my $c ($redis->sync_calls) {
         my ($zone) = ($c->{keys}[0] // '') =~ /^throttle:\{(\w+)\}/ or next;
         $calls{$zone}++;
         $keys{$zone} += $c->{nkeys};
@@ -1046,7 +1089,7 @@ perl {
 
 === TEST 10: several zones in one location: a request rejected by a local or a strict zone charges the async zone nothing
 --- redis
-redis
+redis: slowlog-log-slower-than 0; slowlog-max-len 10000
 --- http_config
 throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
 throttle_zone $http_x_key zone=asy:1m rate=1r/m burst=9 redis=main sync=async;
@@ -1085,9 +1128,10 @@ GET /index.html => 200
   > X-Key: m2
   RateLimit: "asy";r=8;t=120
 perl {
-    ok(wait_until(2, sub { (main::units_in($redis, 'throttle:{asy}:m2') // 0) > 2 - 0.05 }),
+    ok(wait_until(2, sub { main::has_units($redis, 'throttle:{asy}:m2', 2, 60_000) }),
        "$name: the async zone's units reach Redis");
-    sleep 0.25;
+    ok(wait_until(2, sub { $redis->synced({ 'throttle:{asy}:m1' => 2, 'throttle:{asy}:m2' => 2 }) }),
+       "$name: each key's 2 units sent once, then its second sync");
     main::holds_units($redis, 'throttle:{asy}:m1', 2, 60_000, $name);
     main::holds_units($redis, 'throttle:{asy}:m2', 2, 60_000, $name);
 }

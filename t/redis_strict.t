@@ -96,11 +96,11 @@ perl {
 }
 GET /a.txt => 429
   > X-Key: bob
-  Retry-After ~ ^(59|60)$
-  RateLimit ~ ^"z";r=0;t=(179|180)$
+  Retry-After: {60-}
+  RateLimit: "z";r=0;t={180-}
 GET /a.txt => 200
   > X-Key: carol
-  RateLimit ~ ^"z";r=0;t=(179|180)$
+  RateLimit: "z";r=0;t={180-}
 GET /a.txt => 429
   > X-Key: carol
 GET /a.txt => 200
@@ -157,9 +157,9 @@ perl: $stash{calls} = $redis->script_calls;
 GET /a.txt x50 => 429
   > X-Key: flood
   X-Status: REJECTED
-  Retry-After ~ ^(59|60)$
+  Retry-After: {60-}
   RateLimit-Policy: "z";q=1;w=60
-  RateLimit ~ ^"z";r=0;t=(59|60)$
+  RateLimit: "z";r=0;t={60-}
 perl {
     my $delta = $redis->script_calls - $stash{calls};
     cmp_ok($delta, '<=', 2,
@@ -170,7 +170,7 @@ perl {
 }
 GET /a.txt => 429
   > X-Key: flood
-  Retry-After ~ ^(59|60)$
+  Retry-After: {60-}
 perl {
     is($redis->script_calls - $stash{calls}, 0,
        "$name: a cached denial holds without asking Redis");
@@ -248,11 +248,11 @@ GET /a.txt => 429
 GET /b.txt => 200
   > X-Key: c
   > X-Cost: 0
-  RateLimit ~ ^"z";r=2;t=(179|180)$
+  RateLimit: "z";r=2;t={180-}
 GET /b.txt => 200
   > X-Key: c
   > X-Cost: 2
-  RateLimit ~ ^"z";r=0;t=(299|300)$
+  RateLimit: "z";r=0;t={300-}
 GET /b.txt => 429
   > X-Key: fresh
   > X-Cost: 6
@@ -308,13 +308,13 @@ GET /a.txt => 200
 GET /a.txt => 200
   RateLimit: "a";r=0;t=120
 GET /a.txt x4 => 429
-  Retry-After ~ ^(59|60)$
+  Retry-After: {60-}
   RateLimit-Policy: "a";q=2;w=120
-  RateLimit ~ ^"a";r=0;t=(119|120)$
+  RateLimit: "a";r=0;t={120-}
 # b was charged for the two admitted requests only: 10 - 2 - this one = 7
 GET /b.txt => 200
   RateLimit-Policy: "b";q=10;w=600
-  RateLimit ~ ^"b";r=7;t=(179|180)$
+  RateLimit: "b";r=7;t={180-}
 perl {
     my $tat = $redis->cmd('GET', 'throttle:b:{k}');
     my $ahead = $tat - $redis->time_us;
@@ -349,7 +349,7 @@ GET /a.txt x2 => 200
 GET /a.txt x3 => 429
   RateLimit-Policy: "strict";q=2;w=120
 GET /b.txt => 200
-  RateLimit ~ ^"local";r=7;t=(179|180)$
+  RateLimit: "local";r=7;t={180-}
 
 
 
@@ -373,7 +373,7 @@ GET /a.txt x2 => 200
 GET /a.txt x3 => 429
   RateLimit-Policy: "local";q=2;w=120
 GET /b.txt => 200
-  RateLimit ~ ^"strict";r=7;t=(179|180)$
+  RateLimit: "strict";r=7;t={180-}
 
 
 
@@ -592,7 +592,11 @@ location / {
 GET /a.txt x2 => 200
   > X-Key: before
   X-Status: PASSED
-perl: $redis->restart; sleep 0.2;
+perl {
+    $redis->restart;
+    ok(wait_until(5, sub { !Processes::closed_by_peer($redis->port) }),
+       "$name: nginx closes its ends of the old connections");
+}
 GET /a.txt => 200
   > X-Key: after
   X-Status: PASSED
@@ -629,10 +633,10 @@ perl: $stash{calls} = $redis->scripts_run;
 GET /a.txt => 200
   > X-Key: k
   X-Gen: 2
-  RateLimit ~ ^"z";r=1;t=(119|120)$
+  RateLimit: "z";r=1;t={120-}
 GET /a.txt => 200
   > X-Key: k
-  RateLimit ~ ^"z";r=0;t=(179|180)$
+  RateLimit: "z";r=0;t={180-}
 GET /a.txt => 429
   > X-Key: k
 perl {
@@ -880,7 +884,7 @@ GET /l/a.txt => 429
   > X-Key: a
   > X-Cost: 3
   no Retry-After
-  RateLimit ~ ^"l";r=0;t=(59|60)$
+  RateLimit: "l";r=0;t={60-}
 GET /s/a.txt => 200
   > X-Key: a
   > X-Cost: 1
@@ -889,7 +893,7 @@ GET /s/a.txt => 429
   > X-Key: a
   > X-Cost: 3
   no Retry-After
-  RateLimit ~ ^"z";r=0;t=(59|60)$
+  RateLimit: "z";r=0;t={60-}
 perl {
     # bob's key was used by another node: this one holds nothing of it
     $redis->cmd('SET', 'throttle:z:{bob}', $redis->time_us + 40e6, 'PX', 40_000);
@@ -899,12 +903,12 @@ GET /s/a.txt => 429
   > X-Key: bob
   > X-Cost: 3
   no Retry-After
-  RateLimit ~ ^"z";r=0;t=(39|40)$
+  RateLimit: "z";r=0;t={40-}
 GET /s/a.txt => 429
   > X-Key: bob
   > X-Cost: 5
   no Retry-After
-  RateLimit ~ ^"z";r=0;t=(39|40)$
+  RateLimit: "z";r=0;t={40-}
 perl {
     is($redis->scripts_run - $stash{calls}, 1,
        "$name: Redis answered the first, the zone the next from that answer");

@@ -29,8 +29,8 @@ location / {
 --- requests_after_reload
 GET /a.txt x2 => 429
   X-Gen: 2
-  Retry-After ~ ^(59|60)$
-  RateLimit ~ ^"z";r=0;t=(119|120)$
+  Retry-After: {60-}
+  RateLimit: "z";r=0;t={120-}
 --- no_error_log
 [emerg]
 
@@ -52,7 +52,7 @@ throttle_zone k zone=z:1m rate=1r/m burst=3;
 # a fresh key would get r=3;t=60
 GET /a.txt => 200
   RateLimit-Policy: "z";q=4;w=240
-  RateLimit ~ ^"z";r=1;t=(179|180)$
+  RateLimit: "z";r=1;t={180-}
 
 
 
@@ -104,7 +104,7 @@ location = /b.txt {
 GET /a.txt => 200
   RateLimit: "new";r=1;t=60
 GET /b.txt => 200
-  RateLimit ~ ^"kept";r=0;t=(119|120)$
+  RateLimit: "kept";r=0;t={120-}
 
 
 
@@ -131,7 +131,7 @@ location / {
 --- requests_after_reload
 GET /a.txt => 429
   X-Gen: 1
-  RateLimit ~ ^"z";r=0;t=(119|120)$
+  RateLimit: "z";r=0;t={120-}
 GET /a.txt => 429
   > X-Key: someone
   X-Gen: 1
@@ -158,4 +158,4 @@ unknown zone "nope" in "throttle" directive
 --- requests_after_reload
 GET /a.txt => 200
   X-Gen: 1
-  RateLimit ~ ^"z";r=0;t=(119|120)$
+  RateLimit: "z";r=0;t={120-}

@@ -4,7 +4,8 @@ package Processes;
 # modules (nginx) and RedisServer (redis-server and fakes): one bound on
 # every wait, polling, free ports, commands run with a time limit, children
 # killed at exit, and /proc for processes that are not our children (a
-# daemonised nginx).
+# daemonised nginx) and for sockets (what a server has read, whose
+# connection is whose).
 
 use strict;
 use warnings;
@@ -16,7 +17,10 @@ use POSIX qw(WNOHANG);
 use Time::HiRes qw(sleep time);
 
 our @EXPORT_OK = qw($TIMEOUT wait_until free_port read_file fork_child
-                    exited kill_wait run_cmd alive children_of wait_gone);
+                    exited kill_wait run_cmd alive children_of wait_gone
+                    waits_for_signals
+                    local_ports_of all_read open_connections
+                    closed_by_peer others_listen);
 
 our $TIMEOUT = $ENV{TEST_THROTTLE_TIMEOUT} || 5;    # seconds, every wait
 
@@ -164,10 +168,105 @@ sub children_of {
     return sort { $a <=> $b } @kids;
 }
 
+# Whether a process sleeps in sigsuspend(): nginx's master between two
+# signals, done with the last one (its kernel wait channel).
+sub waits_for_signals {
+    my ($pid) = @_;
+    return read_file("/proc/$pid/wchan") =~ /sigsuspend/;
+}
+
 # Waits up to $timeout seconds for every pid to be gone; true if they are.
 sub wait_gone {
     my ($timeout, @pids) = @_;
     return wait_until($timeout, sub { !grep { alive($_) } @pids });
+}
+
+# ---------------------------------------------------------------------------
+# TCP sockets, through /proc/net/tcp: what a server has read and closed,
+# what a client has noticed, whose connection is whose
+
+my $LISTEN = '0A';
+my $TIME_WAIT = '06';
+my $CLOSE_WAIT = '08';
+
+# The IPv4 TCP sockets of this network namespace: { local_port,
+# remote_port, state (as /proc writes it: '0A' listening), rx_queue (bytes
+# not read yet; for a listening socket, connections not accepted yet),
+# inode (0 for a connection not accepted yet) }.
+sub tcp_sockets {
+    my @socks;
+    for my $line (split /\n/, read_file('/proc/net/tcp')) {
+        my ($local, $remote, $state, $queues, $inode) =
+            (split ' ', $line)[1, 2, 3, 4, 9];
+        next unless $local && $local =~ /^[0-9A-F]+:([0-9A-F]+)$/;
+        my $port = hex $1;
+        my ($remote_port) = $remote =~ /:([0-9A-F]+)$/;
+        my ($rx) = $queues =~ /:([0-9A-F]+)$/;
+        push @socks, { local_port => $port, remote_port => hex $remote_port,
+                       state => $state, rx_queue => hex $rx,
+                       inode => $inode };
+    }
+    return @socks;
+}
+
+# The inodes of the sockets the processes hold open.
+sub socket_inodes {
+    my (@pids) = @_;
+    my %inodes;
+    for my $pid (@pids) {
+        opendir my $dh, "/proc/$pid/fd" or next;
+        for my $fd (readdir $dh) {
+            my $link = readlink "/proc/$pid/fd/$fd" // next;
+            $inodes{$1} = 1 if $link =~ /^socket:\[(\d+)\]$/;
+        }
+        closedir $dh;
+    }
+    return \%inodes;
+}
+
+# The local ports of the TCP sockets the processes hold (which connections
+# are theirs).
+sub local_ports_of {
+    my (@pids) = @_;
+    my $mine = socket_inodes(@pids);
+    return map { $_->{local_port} } grep { $mine->{ $_->{inode} } } tcp_sockets();
+}
+
+# Whether the server listening on $port has read everything sent to it: no
+# connection waits to be accepted, none has bytes it did not read.
+sub all_read {
+    my ($port) = @_;
+    return !grep { $_->{local_port} == $port && $_->{rx_queue} }
+                 tcp_sockets();
+}
+
+# How many connections the server on $port has not closed yet (its ends of
+# them; TIME_WAIT ones are closed).
+sub open_connections {
+    my ($port) = @_;
+    return scalar grep {
+        $_->{local_port} == $port && $_->{state} ne $LISTEN
+            && $_->{state} ne $TIME_WAIT
+    } tcp_sockets();
+}
+
+# Whether a process other than @pids listens on $port too (SO_REUSEPORT
+# lets processes of one user share a port).
+sub others_listen {
+    my ($port, @pids) = @_;
+    my $ours = socket_inodes(@pids);
+    return scalar grep {
+        $_->{local_port} == $port && $_->{state} eq $LISTEN
+            && !$ours->{ $_->{inode} }
+    } tcp_sockets();
+}
+
+# How many connections to the server on $port it closed and the client
+# has not closed yet (a client that has not noticed).
+sub closed_by_peer {
+    my ($port) = @_;
+    return scalar grep { $_->{remote_port} == $port && $_->{state} eq $CLOSE_WAIT }
+                      tcp_sockets();
 }
 
 1;

@@ -27,7 +27,10 @@ RedisServer - real redis-server processes (and fault injectors) for tests
     $r->pause;  $r->resume;            # SIGSTOP / SIGCONT
     $r->restart;                       # stop, start again on the same port
     $r->kill_hard;                     # SIGKILL: no goodbye to clients
+    $r->atomically([qw(TIME)], [qw(GET k)]);   # replies, at one instant
     $r->time_us;                       # Redis TIME in microseconds
+    $r->sync_calls;                    # async syncs in SLOWLOG, and units
+    $r->synced({ $key => 10 });        # sent, then synced once more
     $r->keys_matching('throttle:*', $db);   # SCAN, sorted
     $r->stop;                          # TERM, then KILL; also done at END
     $r->log;                           # the server's log file, as text
@@ -42,7 +45,8 @@ RedisServer - real redis-server processes (and fault injectors) for tests
 
 Each server runs C<redis-server> (C<TEST_REDIS_SERVER>, default
 F</usr/bin/redis-server>) in the foreground as a child of the test, bound
-to 127.0.0.1 on a port picked at run time, with its own temporary
+to 127.0.0.1 on a port picked at run time (another one if some other
+process took it first), with its own temporary
 directory (config, log), C<--save '' --appendonly no>. Every wait is
 bounded (C<TEST_THROTTLE_TIMEOUT> seconds, default 5). Every server and
 fake still running when the test exits is killed (SIGCONT first, then
@@ -89,6 +93,7 @@ use strict;
 use warnings;
 
 use Carp qw(croak);
+use Digest::SHA qw(sha1_hex);
 use File::Basename qw(dirname);
 use File::Temp;
 use Processes qw($TIMEOUT wait_until free_port read_file fork_child exited
@@ -120,9 +125,17 @@ sub start {
         tls   => $o{tls} ? ($o{tls_fixtures} || tls_fixtures("$dir/tls")) : undef,
     }, $class;
 
-    $self->_write_conf;
-    $self->_run;
-    return $self;
+    # a port picked free can be taken before the server binds it (other
+    # processes connect and listen meanwhile): then another one, unless
+    # the caller chose it
+    for my $attempt (1 .. 3) {
+        $self->_write_conf;
+        return $self if eval { $self->_run; 1 };
+        my $err = $@;
+        die $err if $o{port} || $attempt == 3
+                    || $err !~ /Address already in use/;
+        $self->{port} = free_port();
+    }
 }
 
 sub _write_conf {
@@ -266,6 +279,17 @@ sub cmd {
     return $reply;
 }
 
+# Commands run at one instant (MULTI ... EXEC): their replies, in order.
+sub atomically {
+    my ($self, @cmds) = @_;
+    my $c = $self->client;
+    $c->cmd('MULTI');
+    $c->cmd(@$_) for @cmds;
+    my $replies = $c->cmd('EXEC');
+    die "EXEC: $replies\n" unless ref $replies eq 'ARRAY';
+    return @$replies;
+}
+
 # A fresh connection per call: for commands that change connection state.
 sub cmd_once {
     my ($self, @args) = @_;
@@ -353,6 +377,116 @@ sub time_us {
     my $t = $self->cmd('TIME');
     my ($s, $us) = ref $t ? @$t : split /\n/, $t;
     return $s * 1_000_000 + $us;
+}
+
+# ---------------------------------------------------------------------------
+# Async mode's syncs, as SLOWLOG shows them (for a server started with
+# slowlog-log-slower-than 0; SLOWLOG keeps 32 arguments of a command, the
+# first 128 bytes of each)
+
+# Where a sync call's ARGV (0-based) says the units of its key $i
+# (1-based): gcra_sync.lua's ARGV[2i + 1]; the window syncs' ARGV[3i - 1]
+# (this window) plus ARGV[3i] (the one before). Undef when SLOWLOG did not
+# keep them.
+my %SYNC_UNITS = (
+    gcra_sync           => sub { $_[0][2 * $_[1]] },
+    fixed_window_sync   => \&window_sync_units,
+    sliding_window_sync => \&window_sync_units,
+);
+
+sub window_sync_units {
+    my ($argv, $i) = @_;
+    my ($cur, $prev) = @$argv[3 * $i - 2, 3 * $i - 1];
+    return defined $prev ? $cur + $prev : undef;
+}
+
+my %SYNC_BY_SHA;    # SHA1 of a sync script as sent => its name
+
+# The sync calls Redis ran, oldest first: { id (SLOWLOG's), cmd (EVALSHA or
+# EVAL), script (its name), port (the client's), nkeys, keys => [the keys
+# SLOWLOG kept], units => { key => units it sent } (where SLOWLOG kept
+# them) }. An EVAL is known by the EVALSHA it retries (the same keys and
+# ARGV, answered NOSCRIPT: that one did not run); SLOWLOG keeps too little
+# of its source to tell. (SLOWLOG does not say what a call answered: an
+# EVALSHA answered NOSCRIPT counts as run until its EVAL is logged.)
+sub sync_calls {
+    my ($self) = @_;
+    %SYNC_BY_SHA = map { sha1_hex(script_source($_)) => $_ } keys %SYNC_UNITS
+        unless %SYNC_BY_SHA;
+    my $log = $self->cmd('SLOWLOG', 'GET', '-1');
+    die "SLOWLOG GET: $log\n" unless ref $log eq 'ARRAY';
+    my (@calls, %unanswered);
+    for my $entry (reverse @$log) {
+        my ($id, $args, $client) = @$entry[0, 3, 4];
+        my ($cmd, $script, $nkeys, @rest) = @$args;
+        $cmd = uc $cmd;
+        my $same = join "\0", $nkeys // '', @rest;
+        my $call = { id => $id, cmd => $cmd, nkeys => $nkeys,
+                     port => ($client =~ /:(\d+)$/)[0] };
+        if ($cmd eq 'EVALSHA' && $SYNC_BY_SHA{$script}) {
+            $call->{script} = $SYNC_BY_SHA{$script};
+            $unanswered{$same} = $call;
+        } elsif ($cmd eq 'EVAL' && (my $tried = delete $unanswered{$same})) {
+            $tried->{noscript} = 1;
+            $call->{script} = $tried->{script};
+        } else {
+            next;
+        }
+        my @kept = grep { !/^\.\.\. \(\d+ more arguments\)$/ } @rest;
+        my @argv = @kept[$nkeys .. $#kept];
+        $call->{keys} = [grep { defined } @kept[0 .. $nkeys - 1]];
+        for my $i (1 .. @{ $call->{keys} }) {
+            my $units = $SYNC_UNITS{ $call->{script} }->(\@argv, $i);
+            $call->{units}{ $call->{keys}[$i - 1] } = $units if defined $units;
+        }
+        push @calls, $call;
+    }
+    return grep { !$_->{noscript} } @calls;
+}
+
+# Whether each key of $want (key => units) has had its units sent, exactly
+# that many in all, and been synced once more since by every node that
+# sent it any: the last sync of each for the key sent nothing (its second
+# sync, which only reads what the other nodes charged, has run). Options:
+# nodes => [[client ports of node 1], ...] (Processes::local_ports_of its
+# workers; without it every call is one node's), since => a SLOWLOG id
+# (only later calls count).
+sub synced {
+    my ($self, $want, %o) = @_;
+    my %node_of;
+    for my $i (0 .. $#{ $o{nodes} || [] }) {
+        $node_of{$_} = $i for @{ $o{nodes}[$i] };
+    }
+    my (%sent, %last);
+    for my $call ($self->sync_calls) {
+        next if defined $o{since} && $call->{id} <= $o{since};
+        for my $key (grep { exists $want->{$_} } keys %{ $call->{units} }) {
+            my $units = $call->{units}{$key};
+            $sent{$key} += $units;
+            my $node = $o{nodes} ? $node_of{ $call->{port} } // 'gone' : 0;
+            $last{$key}{$node} = $units;
+        }
+    }
+    return !grep {
+        ($sent{$_} // -1) != $want->{$_} || grep { $_ } values %{ $last{$_} }
+    } keys %$want;
+}
+
+# The id of the newest SLOWLOG entry: later calls have higher ones.
+sub slowlog_mark {
+    my ($self) = @_;
+    my $newest = $self->cmd('SLOWLOG', 'GET', 1);
+    return ref $newest eq 'ARRAY' && @$newest ? $newest->[0][0] : -1;
+}
+
+# How much later than a window of $W us ends a script's TTL for it may end:
+# PEXPIRE rounds up to a ms, Redis's ms clock lags TIME's us, and a Redis
+# the machine keeps off the CPU between reading its clock and setting the
+# TTL sets it later by that long. A quarter window, at most 1 s: that, and
+# still this window's end, not the next one's.
+sub ttl_slack_ms {
+    my ($W) = @_;
+    return ($W / 4 < 1e6 ? $W / 4 : 1e6) / 1000;
 }
 
 # Keys matching a pattern (SCAN, db $db or the current one), sorted.

@@ -86,6 +86,8 @@ For tests that are not blocks (two nginx instances, say):
     my $res = http_request($n, 'GET /a.txt', 'X-Key' => 'a');
     my @res = http_parallel($n, 20, 'GET /a.txt', 'X-Key' => 'a');
     my $log = stop_instance($n);                   # error.log text
+    my @ports = worker_ports($n);   # its workers' sockets' local ports
+                                    # (whose Redis connection is whose)
 
 C<require_redis_module()> skips the whole file when the module does not
 know C<throttle_redis> yet, and fails it when redis-server is missing.
@@ -96,7 +98,7 @@ use strict;
 use warnings;
 
 use Exporter 'import';
-use Processes qw(read_file);
+use Processes qw(read_file children_of local_ports_of);
 use ThrottleTest::Blocks qw(run_blocks);
 use ThrottleTest::Http qw(http_request http_parallel connect_to http_read);
 use ThrottleTest::Nginx qw(check_binaries setup_prefix write_config
@@ -104,7 +106,7 @@ use ThrottleTest::Nginx qw(check_binaries setup_prefix write_config
 use ThrottleTest::Redis qw(require_redis_module);
 
 our @EXPORT = qw(run_blocks start_instance stop_instance http_request
-                 http_parallel require_redis_module);
+                 http_parallel require_redis_module worker_ports);
 
 # Test files also call ThrottleTest::connect_to, ThrottleTest::http_read
 # and ThrottleTest::nginx_cmd, imported above.
@@ -129,6 +131,11 @@ sub stop_instance {
     my ($env) = @_;
     stop_nginx(delete $env->{master}) if $env->{master};
     return read_file($env->{log});
+}
+
+sub worker_ports {
+    my ($env) = @_;
+    return local_ports_of(children_of($env->{master}));
 }
 
 1;

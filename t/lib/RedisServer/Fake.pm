@@ -114,12 +114,27 @@ sub DESTROY {
 
 package RedisServer::Closed;
 
-# A loopback port where nothing listens (connections are refused).
+# A loopback port where nothing listens (connections are refused). A
+# socket bound to it, that never listens, keeps other processes from
+# taking the port while the test uses it.
 
-use Processes qw(free_port);
+use IO::Socket::INET;
 
-sub new  { bless { port => free_port() }, $_[0] }
+sub new {
+    my ($class) = @_;
+    my $sock = IO::Socket::INET->new(
+        LocalAddr => '127.0.0.1',
+        LocalPort => 0,
+        Proto     => 'tcp',
+    ) or die "closed port: cannot bind: $!";
+    return bless { sock => $sock, port => $sock->sockport }, $class;
+}
+
 sub port { $_[0]{port} }
-sub stop { }
+
+sub stop {
+    my ($self) = @_;
+    close delete $self->{sock} if $self->{sock};
+}
 
 1;

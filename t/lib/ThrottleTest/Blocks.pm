@@ -45,7 +45,11 @@ each pattern (same syntax as error_log).
 
 C<Name E<gt>= N> per line: across all responses of the block, header Name
 took at least N distinct values (e.g. C<X-Pid E<gt>= 2> with
-C<add_header X-Pid $pid always;>: both workers served).
+C<add_header X-Pid $pid always;>: both workers served). Such a block's
+nginx listens with C<reuseport>: the kernel then spreads connections over
+the workers by their ports, where without it whichever worker waits may
+take them all (it happens: 30 requests one after another, all on one
+worker, on a busy machine).
 
 =item reload_main_config, reload_http_config, reload_config
 
@@ -160,6 +164,7 @@ sub run_block {
     }
 
     my $env = setup_prefix($sec);
+    $env->{reuseport} = defined $sec->{distinct};
 
     if (defined $sec->{redis}) {
         unless (eval { start_redis($env, $sec->{redis}); 1 }) {

@@ -20,7 +20,9 @@ TERM, then KILL) at the end of the block. The generated configuration:
         types, *_temp_path under the prefix
         <http_config>
         server {
-            listen 127.0.0.1:<a free port picked at run time>;
+            listen 127.0.0.1:<a free port picked at run time, another
+                              one if some other process took it first>
+                   [reuseport: when the block has --- distinct];
             root PREFIX/html;
             <config>
         }
@@ -47,9 +49,9 @@ use File::Temp;
 use FindBin;
 use IO::Socket::INET;
 use Test::More ();
-use Time::HiRes qw(sleep time);
+use Time::HiRes qw(time);
 use Processes qw($TIMEOUT free_port read_file run_cmd children_of alive
-                 wait_gone wait_until);
+                 wait_gone wait_until others_listen waits_for_signals);
 
 our @EXPORT_OK = qw(check_binaries setup_prefix write_config nginx_cmd
                     start_nginx stop_nginx reload_nginx);
@@ -149,6 +151,7 @@ sub expand {
 sub write_config {
     my ($env, $main, $http, $server) = @_;
     my $p = $env->{prefix};
+    $env->{sections} = [$main, $http, $server];    # for another port
 
     my $access_log = (($http // '') . ($server // '')) =~ /\baccess_log\b/
         ? '' : "    access_log off;\n";
@@ -184,7 +187,7 @@ $access_log    default_type text/plain;
 ${\ expand($env, $http)}
 
     server {
-        listen 127.0.0.1:$env->{port};
+        listen 127.0.0.1:$env->{port}${\ ($env->{reuseport} ? ' reuseport' : '')};
         server_name localhost;
         root $p/html;
 
@@ -222,11 +225,31 @@ sub can_connect {
     return 1;
 }
 
-# Starts nginx; returns its master pid, or undef and a reason.
+# Starts nginx; returns its master pid, or undef and a reason. The port
+# picked free can be taken before nginx binds it (other processes connect
+# and listen meanwhile), or shared with another process's reuseport
+# listener: then nginx starts again on another port.
 sub start_nginx {
     my ($env) = @_;
+    $env->{started} = time;    # nothing this nginx did is older
+    for my $attempt (1 .. 3) {
+        my ($master, $err, $taken) = start_on_port($env);
+        return ($master, $err) unless $taken && $attempt < 3;
+        stop_nginx($master) if $master;
+        $env->{port} = free_port();
+        write_config($env, @{ $env->{sections} });
+    }
+}
+
+# One try of start_nginx: (master pid, why it failed, whether the port was
+# someone else's).
+sub start_on_port {
+    my ($env) = @_;
+    my $port = $env->{port};
     my ($rc, $out) = nginx_cmd($env);
-    return (undef, "nginx exited with $rc:\n$out") if $rc != 0;
+    return (undef, "nginx exited with $rc:\n$out",
+            $out =~ /bind\(\) to 127\.0\.0\.1:$port failed .*Address already in use/)
+        if $rc != 0;
 
     my $pidfile = "$env->{prefix}/logs/nginx.pid";
     my $deadline = time + $TIMEOUT;
@@ -238,12 +261,15 @@ sub start_nginx {
 
     $running{$master} = $env->{prefix};
 
-    return ($master, '') if wait_until($deadline - time, sub {
-        my @workers = children_of($master);
-        return @workers >= 2 && can_connect($env->{port});
+    my @workers;
+    return ($master, "nginx not serving on port $port after ${TIMEOUT}s:\n"
+                     . read_file($env->{log})) unless wait_until($deadline - time, sub {
+        @workers = children_of($master);
+        return @workers >= 2 && can_connect($port);
     });
-    return ($master, "nginx not serving on port $env->{port} after "
-                     . "${TIMEOUT}s:\n" . read_file($env->{log}));
+    return ($master, "another process listens on port $port too", 1)
+        if $env->{reuseport} && others_listen($port, $master, @workers);
+    return ($master, '');
 }
 
 # Graceful stop (SIGQUIT, as "nginx -s quit" sends it; a signal rather than
@@ -290,7 +316,8 @@ sub reload_nginx {
     });
     return (1, $text . $out, \@old) if $outcome eq 'done';
     if ($outcome eq 'refused') {
-        sleep 0.1;    # let the master finish logging
+        # the rest of what it logs: it is done once it waits for signals
+        wait_until($TIMEOUT, sub { waits_for_signals($master) });
         $text = substr(read_file($env->{log}), $offset);
         return (0, $text . $out, \@old);
     }

@@ -13,7 +13,12 @@ The requests to send, in order, and what each must get back:
     [METHOD] /uri [xN] => STATUS       one request (GET by default);
                                        xN sends it N times, each checked
       > Name: value                    a request header to send
-      Name: value                      response header, exact value
+      Name: value                      response header, exact value; a
+                                       number written {N-} counts down
+                                       from N: it may be less by the
+                                       whole seconds since the block's
+                                       nginx started (t= or Retry-After
+                                       of a key charged in the block)
       Name ~ regex                     response header matching a regex
       no Name                          response header absent
       body: text                       body, exact (one final \n ignored)
@@ -51,6 +56,7 @@ use warnings;
 
 use Exporter 'import';
 use Test::More;
+use POSIX ();
 use Time::HiRes qw(sleep time);
 use Processes qw(wait_until);
 use ThrottleTest::Http qw(connect_to http_exchange one_request
@@ -100,7 +106,9 @@ sub parse_requests {
             } elsif ($line =~ /^([^:\s~]+)\s+~\s*(.+)$/) {
                 push @{ $cur->{checks} }, { header => $1, re => qr/$2/ };
             } elsif ($line =~ /^([^:\s~]+):\s?(.*)$/) {
-                push @{ $cur->{checks} }, { header => $1, eq => $2 };
+                my ($header, $value) = ($1, $2);
+                push @{ $cur->{checks} }, { header => $header, eq => $value,
+                                            countdown => scalar($value =~ /\{\d+-\}/) };
             } else {
                 die "$name: cannot parse request line: $line\n";
             }
@@ -210,9 +218,9 @@ sub run_requests {
                 my $res;
                 wait_until($step->{poll} // 0, sub {
                     $res = one_request($env, $step);
-                    return !$step->{poll} || response_matches($step, $res);
+                    return !$step->{poll} || response_matches($env, $step, $res);
                 }, 0.1);
-                check_response($label, $step, $res);
+                check_response($env, $label, $step, $res);
                 record($env, $res);
             }
         } else {    # keepalive: every request on one connection
@@ -234,7 +242,7 @@ sub run_requests {
                     my $t0 = time;
                     my $res = http_exchange($sock, $req, 1);
                     $res->{elapsed} = time - $t0;
-                    check_response($label, $req, $res);
+                    check_response($env, $label, $req, $res);
                     record($env, $res);
                     $broken = $res->{error} if $res->{error};
                     $broken = 'server closed the connection'
@@ -297,7 +305,7 @@ sub label {
 # 'ok' (got is true). check_response makes them tests; response_matches
 # (for poll) only asks whether they all hold.
 sub expectations {
-    my ($label, $req, $res) = @_;
+    my ($env, $label, $req, $res) = @_;
 
     if ($res->{error} && !defined $res->{status}) {
         return ['ok', 0, undef, "$label: response", $res->{error}];
@@ -338,6 +346,10 @@ sub expectations {
         } elsif (defined $c->{re}) {
             push @e, ['like', $vals->[0], $c->{re},
                       "$label: $name =~ /$c->{re}/"];
+        } elsif ($c->{countdown}) {
+            my ($ok, $range) = countdown($c->{eq}, $vals->[0], $env->{started});
+            push @e, ['ok', $ok, undef, "$label: $name: " . short($c->{eq}),
+                      "$name: $vals->[0] (expected $range)"];
         } else {
             push @e, ['is', $vals->[0], $c->{eq},
                       "$label: $name: " . short($c->{eq})];
@@ -348,10 +360,10 @@ sub expectations {
 
 # One test per expectation; TODO when the request has a todo line.
 sub check_response {
-    my ($label, $req, $res) = @_;
+    my ($env, $label, $req, $res) = @_;
     my $builder = Test::More->builder;
     $builder->todo_start($req->{todo}) if defined $req->{todo};
-    for my $e (expectations($label, $req, $res)) {
+    for my $e (expectations($env, $label, $req, $res)) {
         my ($kind, $got, $want, $name, $diag) = @$e;
         my $ok = $kind eq 'is'   ? is($got, $want, $name)
                : $kind eq 'like' ? like($got, $want, $name)
@@ -364,8 +376,8 @@ sub check_response {
 
 # Whether a response passes every check of a request (no test emitted).
 sub response_matches {
-    my ($req, $res) = @_;
-    for my $e (expectations('', $req, $res)) {
+    my ($env, $req, $res) = @_;
+    for my $e (expectations($env, '', $req, $res)) {
         my ($kind, $got, $want) = @$e;
         return 0 unless $kind eq 'is'   ? defined $got && $got eq $want
                       : $kind eq 'like' ? defined $got && $got =~ $want
@@ -373,6 +385,26 @@ sub response_matches {
                       :                   $got;
     }
     return 1;
+}
+
+# Whether $got is $template with a number from N less the whole seconds
+# since $since up to N for each {N-}; and the template with those ranges.
+sub countdown {
+    my ($template, $got, $since) = @_;
+    my $secs = POSIX::ceil(time - $since);
+    my @parts = split /\{(\d+)-\}/, $template, -1;
+    my ($re, @from) = ('');
+    while (@parts) {
+        $re .= quotemeta shift @parts;
+        next unless @parts;
+        push @from, shift @parts;
+        $re .= '(\d+)';
+    }
+    my @v = $got =~ /^$re$/;
+    my $ok = @v == @from
+        && !grep { $v[$_] > $from[$_] || $v[$_] < $from[$_] - $secs } 0 .. $#v;
+    (my $range = $template) =~ s/\{(\d+)-\}/($1 - $secs) . "..$1"/ge;
+    return ($ok, $range);
 }
 
 # ---------------------------------------------------------------------------

@@ -13,7 +13,8 @@ warnings, Test::More and Time::HiRes's C<time> and C<sleep>. It sees:
     $name            the block's name (prefix your test names with it)
     $redis, $redis2, @redis   the --- redis servers (RedisServer objects:
                      cmd, calls, pause, resume, restart, stop, kill_hard...)
-    $nginx           { port, prefix, log, master, conf }
+    $nginx           { port, prefix, log, master, conf, started (its
+                     time() before nginx started) }
     %stash           a hash kept across the steps of the block
     request('GET /a.txt', 'X-Key' => 'alice')
                      one request on its own connection; returns { status,
@@ -35,6 +36,11 @@ warnings, Test::More and Time::HiRes's C<time> and C<sleep>. It sees:
     reload()         nginx -s reload, waits as reload_* does; true if it
                      succeeded
     wait_until(SECONDS, sub { ... })   polls every 20 ms; the last result
+    all_read()       waits until nginx has read everything sent to it (each
+                     request is then as far as it goes at once: waiting for
+                     Redis, say); true if it did within $TIMEOUT
+    all_closed()     waits until nginx has closed every connection (every
+                     request finished); true if it did within $TIMEOUT
 
 C<our $TODO> works (C<local $TODO = 'reason';>). A step that dies is a
 failed test named after the step.
@@ -111,6 +117,17 @@ sub log_rate_ok {
         "$name: $n error lines in $took s: about one a second per worker "
         . "(at most $limit)") or $show->();
     $builder->todo_end if $todo;
+}
+
+sub all_read {
+    my $port = $CURRENT->{port};
+    return wait_until($Processes::TIMEOUT, sub { Processes::all_read($port) });
+}
+
+sub all_closed {
+    my $port = $CURRENT->{port};
+    return wait_until($Processes::TIMEOUT,
+                      sub { !Processes::open_connections($port) });
 }
 
 sub reload {
