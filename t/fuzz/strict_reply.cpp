@@ -1,5 +1,5 @@
 // Strict zones: the bytes Redis sends back for decision scripts, read as
-// the transport reads them (hiredis's reader, fed what each recv() brings)
+// the transport reads them (its reader, fed what each recv() brings)
 // and used as a strict zone uses them: Policy::read_decision(); then the
 // answer is remembered in the zone, which recalls later requests by
 // itself, and a charge another zone refused is given back by
@@ -82,11 +82,11 @@ fuzz_one(std::string_view input)
     cmd.sent_at_us = send_time(policy);
     // at most the longest timeout= (2^31 - 1 ms)
     cmd.replied_us = cmd.sent_at_us + setup.count(2'147'483'647'000, 250);
-    const int64_t chunk = setup.count(16384, 16384);
+    const int64_t chunk = std::max<int64_t>(1, setup.count(16384, 16384));
 
     StoredKey key;
     read_replies(
-        redis, chunk > 0 ? static_cast<size_t>(chunk) : 1,
+        redis, static_cast<size_t>(chunk),
         [&](const redisReply *reply) { use_reply(policy, cmd, key, reply); });
 }
 

@@ -1,5 +1,5 @@
 // Async zones: the bytes Redis sends back for sync scripts, read as the
-// transport reads them (hiredis's reader, fed what each recv() brings) and
+// transport reads them (its reader, fed what each recv() brings) and
 // used as an async zone uses them: decode_sync_reply() for the call's
 // layout, Policy::apply_sync() for each key, then the zone decides from
 // the view Redis gave it; or, for a reply that is refused, the units the
