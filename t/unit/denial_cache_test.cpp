@@ -94,7 +94,15 @@ DenialCacheAgainstRedis::timelines(std::string_view algorithm, int nodes,
         std::vector<Node> view(static_cast<size_t>(nodes));
         int64_t           now = realtime_now_us();
 
+        bool gone = false; // the key, on Redis's clock
         for (int step = 0; step < kSteps; step++) {
+            if (gone) {
+                // Redis has no state for the key: no node may answer from
+                // what it had
+                for (Node &n : view) {
+                    n.held = false;
+                }
+            }
             // steps within a round trip's reach of each other, and far
             now = next_now(rng, now, uniform(rng, 0, 3) == 0 ? w : w / 100 + 1);
             Node &node = view[uniform(rng, 0, nodes - 1)];
@@ -116,6 +124,8 @@ DenialCacheAgainstRedis::timelines(std::string_view algorithm, int nodes,
             if (!redis.ok) {
                 return tally;
             }
+            gone = gone_on_redis_clock(integer(replies[1].get()),
+                                       redis.result.reset_after_us);
 
             if (cached.result.limited) {
                 // Redis rejects it too, so asking changed nothing

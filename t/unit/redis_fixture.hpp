@@ -9,7 +9,9 @@
 // key the virtual clock still counts could go while the test stands still
 // on it. The timelines therefore read a key's expiry, then hold the key
 // far out (held_pttl()); a key the scripts meant to be gone stays behind
-// as stale state, and a script must read stale state as no state.
+// as stale state, and a script must read stale state as no state. A key
+// with less left than the round trip takes can still go before it is
+// held (a busy machine takes milliseconds): gone_on_redis_clock() tells.
 #pragma once
 
 #include "policy_support.hpp"
@@ -311,6 +313,7 @@ class RedisScripts : public testing::Test {
     static std::vector<Reply>
     pipeline(const std::vector<std::vector<std::string>> &commands)
     {
+        const int64_t start = realtime_now_us();
         for (const std::vector<std::string> &args : commands) {
             std::vector<const char *> argv;
             std::vector<size_t>       argvlen;
@@ -327,13 +330,26 @@ class RedisScripts : public testing::Test {
             EXPECT_EQ(redisGetReply(redis(), &r), REDIS_OK) << redis()->errstr;
             replies.emplace_back(static_cast<redisReply *>(r));
         }
+        round_trip_us_ = realtime_now_us() - start;
         return replies;
+    }
+
+    // Whether the last pipeline's key went on Redis's clock before
+    // held_pttl() held it: held_pttl() found no key, and what the key had
+    // left by the scripts ($left_us, by the virtual clock) was no more
+    // than the round trip took (+1 ms: PEXPIRE rounds up). Redis then has
+    // no state for it; a script that failed to write one would leave none
+    // with time to spare.
+    static bool gone_on_redis_clock(int64_t pttl, int64_t left_us)
+    {
+        return pttl == -2 && left_us > 0 && left_us <= round_trip_us_ + 1000;
     }
 
     // PTTL as the scripts left it, in a command that then holds the key
     // for kHoldMs more (Redis's clock must not drop what the virtual clock
     // still counts). A held key reads as what it had left when the
-    // scripts last set it, less the real time since; past that, as gone.
+    // scripts last set it, less the real time since; past that, as gone
+    // (-3: Redis still has its stale state). No key at all reads -2.
     static constexpr int64_t kHoldMs = 1'000'000'000'000; // ~31 years
 
     static std::vector<std::string> held_pttl(const std::string &key)
@@ -345,7 +361,7 @@ class RedisScripts : public testing::Test {
             "local left = t\n"
             "if t >= hold / 2 then left = t - hold end\n"
             "redis.call('PEXPIRE', KEYS[1], string.format('%d', left + hold))\n"
-            "if left < 0 then return -2 end\n"
+            "if left < 0 then return -3 end\n"
             "return left\n";
         return {"EVAL", kScript, "1", key, std::to_string(kHoldMs)};
     }
@@ -451,6 +467,7 @@ class RedisScripts : public testing::Test {
         return r;
     }
 
+    inline static int64_t      round_trip_us_ = 0;
     inline static RedisServer *server_ = nullptr;
     inline static std::string *error_ = nullptr;
 };
