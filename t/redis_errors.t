@@ -421,6 +421,7 @@ perl {
 === TEST 12: the default timeout is 50ms
 --- redis
 fake silent
+--- default_timeout
 --- http_config
 throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
 throttle_zone $http_x_key zone=z:1m rate=1r/m burst=0 redis=main;

@@ -51,6 +51,15 @@ the workers by their ports, where without it whichever worker waits may
 take them all (it happens: 30 requests one after another, all on one
 worker, on a busy machine).
 
+=item default_timeout
+
+A C<throttle_redis> line with no C<timeout=> gets C<timeout=1s> in a
+block's nginx, unless the block has this section (empty): the module's
+default, 50 ms, is more than a reply takes on an idle machine, but not on
+one whose CPUs are busy, where a request would then be answered by
+C<throttle_on_error> instead of Redis. A block about timeouts sets its
+own, or tests the default with this section.
+
 =item reload_main_config, reload_http_config, reload_config
 
 After C<requests>, replace these parts of the configuration (the others
@@ -145,7 +154,7 @@ sub parse_blocks {
 
 my %KNOWN = map { $_ => 1 } qw(
     main_config http_config config user_files requests
-    must_die error_log no_error_log todo distinct
+    must_die error_log no_error_log todo distinct default_timeout
     reload_main_config reload_http_config reload_config
     reload_fails requests_after_reload redis
     ONLY SKIP LAST
@@ -213,6 +222,7 @@ sub run_server_block {
     my ($name, $env, $sec) = @_;
     my $failures_before = failures();
 
+    $env->{redis_timeout} = defined $sec->{default_timeout} ? undef : '1s';
     write_config($env, $sec->{main_config}, $sec->{http_config},
                  $sec->{config});
 

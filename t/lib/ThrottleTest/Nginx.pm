@@ -139,6 +139,14 @@ sub expand {
                    : die "\$TEST_REDIS_PORT" . ($1 ? "_$1" : '')
                          . ": no such server in --- redis\n";
     }ge;
+    # a Redis backend with no timeout= gets the block's (see
+    # default_timeout in ThrottleTest::Blocks)
+    if (my $timeout = $env->{redis_timeout}) {
+        $text =~ s{(\bthrottle_redis\b[^;]*?)\s*;}{
+            my $d = $1;
+            $d =~ /\btimeout=/ ? "$d;" : "$d timeout=$timeout;"
+        }ge;
+    }
     if ($text =~ /\$TEST_REDIS_TLS_DIR\b/) {
         my ($tls) = grep { $_->can('tls') && $_->tls } @redis;
         die "\$TEST_REDIS_TLS_DIR: no tls server in --- redis\n" unless $tls;
