@@ -40,15 +40,18 @@ using SlotRangeFn = bool (*)(void *data, const SlotRange &range);
 // ...], replicas...]): null on success, else what was wrong (an error
 // reply's text points into the reply). Ranges must be within the slots,
 // first <= last, with a host and a port in 1..65535; a range whose master
-// has no known endpoint (host "" or "?") is skipped, as Redis says of a node
-// it cannot reach.
+// has no known endpoint (host "" or "?", or nil) is skipped, as Redis says
+// of a node it cannot reach.
 const char *read_cluster_slots(const redisReply *reply, SlotRangeFn each,
                                void *data) noexcept;
 
 // The same for CLUSTER SHARDS (Redis 7: an array of shards, each a flat
 // map with "slots" (pairs of bounds) and "nodes" (flat maps with "ip" or
 // "endpoint", "port" or "tls-port", "role" and "health")): each range of a
-// shard goes to its master whose health is "online".
+// shard goes to its master whose health is "online" ("ip" when the node
+// has one, else "endpoint"; "tls-port" when `tls` and the node has one,
+// else "port"). A shard with no online master, or one whose host is "" or
+// "?", is skipped.
 const char *read_cluster_shards(const redisReply *reply, SlotRangeFn each,
                                 void *data, bool tls) noexcept;
 
@@ -67,8 +70,8 @@ enum class ErrorKind {
 
 struct ErrorReply {
     ErrorKind   kind = ErrorKind::other;
-    unsigned    slot = 0;   // MOVED and ASK
-    NodeAddress target;     // MOVED and ASK
+    unsigned    slot = 0; // MOVED and ASK
+    NodeAddress target;   // MOVED and ASK
 };
 
 // Reads an error reply's text ("MOVED 3999 127.0.0.1:6381"). A MOVED or
@@ -79,9 +82,10 @@ ErrorReply read_error(std::string_view text) noexcept;
 // A sentinel's answer to SENTINEL get-master-addr-by-name.
 struct MasterAddress {
     enum class Status {
-        found,    // "address" is the master's
-        unknown,  // nil: the sentinel does not know the master's name
-        bad,      // an error, or not a [host, port] array
+        found,   // "address" is the master's
+        unknown, // nil: the sentinel does not know the master's name
+        bad,     // an error, or not a [host, port] array (with a host,
+                 // and a port in 1..65535)
     };
     Status      status = Status::bad;
     NodeAddress address;
