@@ -129,9 +129,11 @@ command(redisContext *c, const std::vector<std::string> &args)
 // One redis-server, a child of the test.
 class RedisServer {
   public:
-    // Empty on success, else why not.
-    std::string start()
+    // Empty on success, else why not. `args` go first on its command line:
+    // a configuration file (sentinels need one), then options.
+    std::string start(const std::vector<std::string> &args = {})
     {
+        args_ = args;
         const std::string exe = find_in_path("redis-server");
         if (exe.empty()) {
             return "redis-server is not in PATH: these tests need a real "
@@ -173,16 +175,29 @@ class RedisServer {
     }
 
     redisContext *context() const { return context_.get(); }
+    int           port() const { return port_; }
 
   private:
     std::string spawn(const std::string &exe)
     {
         const std::string        port = std::to_string(port_);
-        std::vector<std::string> args = {
-            exe,      "--port",     port,           "--bind", "127.0.0.1",
-            "--save", "",           "--appendonly", "no",     "--daemonize",
-            "no",     "--loglevel", "warning",
-        };
+        std::vector<std::string> args = {exe};
+        args.insert(args.end(), args_.begin(), args_.end());
+        args.insert(args.end(),
+                    {
+                        "--port",
+                        port,
+                        "--bind",
+                        "127.0.0.1",
+                        "--save",
+                        "",
+                        "--appendonly",
+                        "no",
+                        "--daemonize",
+                        "no",
+                        "--loglevel",
+                        "warning",
+                    });
         std::vector<char *> argv;
         for (std::string &a : args) {
             argv.push_back(a.data());
@@ -229,9 +244,10 @@ class RedisServer {
         return exe + " on port " + port + " did not answer PING within 5 s";
     }
 
-    int     port_ = -1;
-    pid_t   pid_ = -1;
-    Context context_;
+    std::vector<std::string> args_;
+    int                      port_ = -1;
+    pid_t                    pid_ = -1;
+    Context                  context_;
 };
 
 // --- reading results
