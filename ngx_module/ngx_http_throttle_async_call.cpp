@@ -230,7 +230,7 @@ ngx_http_throttle_async_call(ngx_http_throttle_async_round_t *round,
             (char *) p, ngx_http_throttle_sv(redis->prefix),
             ngx_http_throttle_sv(zone->name),
             throttle::ZoneKey::stored(k->data, k->len, k->hashed),
-            throttle::HashTag::zone);
+            throttle::HashTag::shard);
         p += keys[i].len;
     }
 

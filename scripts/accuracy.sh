@@ -231,7 +231,8 @@ for m in "${MODES[@]}"; do
         kill -TERM "$MONITOR_PID" 2>/dev/null || true
         wait "$MONITOR_PID" 2>/dev/null || true
         MONITOR_PID=
-        "$PYTHON" "$HERE/syncs.py" "$RAW/$m" "throttle:{acc_$m}:key_$m" \
+        "$PYTHON" "$HERE/syncs.py" "$RAW/$m" \
+            "$("$PYTHON" "$ROOT/scripts/lib/redis_keys.py" throttle: "acc_$m" "key_$m")" \
             || die "could not read the syncs of $m from $RAW/$m.monitor"
     fi
     "$PYTHON" - "$RAW/$m.json" "$m" <<'PY'

@@ -185,7 +185,7 @@ redis_epochs() {
             out[#out + 1] = key
             out[#out + 1] = redis.call('HGET', key, 'n') or '0'
         end
-        return out" 0 "throttle:{count}:$PHASE.*" \
+        return out" 0 "throttle:{count:*}:$PHASE.*" \
         | awk 'NR % 2 { split($0, part, "."); epoch = part[2]; next }
                { units[epoch] += $0 }
                END { for (e in units) print e, units[e] }' | sort

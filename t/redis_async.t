@@ -5,7 +5,7 @@
 # replaces the zone's view. With real redis-server processes:
 #
 # - one node: local answers, one sync call carrying the units, the key
-#   `<prefix>{<zone>}:<key>` holding the TAT with a matching expiry, and
+#   `<prefix>{<zone>:<shard>}:<key>` holding the TAT with a matching expiry, and
 #   no further calls once a key has had its two syncs;
 # - two nginx (2 workers each) sharing a Redis: each learns the other's
 #   consumption within a few intervals, and what they admit in total stays
@@ -48,6 +48,10 @@ our $SYNC_SHA = sha1_hex($SYNC_SCRIPT);
 
 # ---------------------------------------------------------------------------
 # Helpers (perl steps call them as main::name)
+
+# An async zone's key in Redis, under the default prefix:
+# "throttle:{<zone>:<shard>}:<key>".
+sub async_key { RedisServer::async_key('throttle:', @_) }
 
 # How many units a key's TAT is ahead of Redis's clock: (value - TIME) / T,
 # T in ms; undef when the key is not there.
@@ -275,7 +279,7 @@ sub two_nodes_tests {
                . sprintf('%.2f', time - $t0) . ' s)');
         is(status_of(http_request($A, 'GET /a.txt', 'X-Key' => 'k')), 429,
            "$name: A rejects the key now");
-        holds_units($redis, 'throttle:{shared}:k', 10, $T, $name, $since);
+        holds_units($redis, main::async_key('shared', 'k'), 10, $T, $name, $since);
     }
 
     # -- B has not seen the key: its first request is decided from a fresh
@@ -284,7 +288,7 @@ sub two_nodes_tests {
         my $name = 'two nodes, B not watching';
         my $since = time;
         http_request($A, 'GET /a.txt', 'X-Key' => 'u') for 1 .. 6;
-        ok($wait->(2, sub { has_units($redis, 'throttle:{shared}:u', 6, $T, $since) }),
+        ok($wait->(2, sub { has_units($redis, main::async_key('shared', 'u'), 6, $T, $since) }),
            "$name: A's 6 units reach Redis");
         my $r = http_request($B, 'GET /a.txt', 'X-Key' => 'u');
         is(status_of($r), 200, "$name: B admits its first request");
@@ -298,9 +302,9 @@ sub two_nodes_tests {
         is($admitted, 3, "$name: B admits 3 more (4 in all), no more")
             or diag(join "\n", @seen);
         is($rejected, 1, "$name: ... then rejects");
-        ok($wait->(2, sub { has_units($redis, 'throttle:{shared}:u', 10, $T, $since) }),
+        ok($wait->(2, sub { has_units($redis, main::async_key('shared', 'u'), 10, $T, $since) }),
            "$name: B's units reach Redis");
-        holds_units($redis, 'throttle:{shared}:u', 10, $T, $name, $since);
+        holds_units($redis, main::async_key('shared', 'u'), 10, $T, $name, $since);
     }
 
     # -- both nodes at once on a fresh key: each may admit up to burst+1
@@ -339,7 +343,7 @@ sub two_nodes_tests {
         cmp_ok($total, '>=', 10, "$name: at least burst+1 in total ($total)");
         cmp_ok($total, '<=', 20, "$name: at most (nodes x (burst+1)) in total ($total)");
 
-        my $key = 'throttle:{shared}:p';
+        my $key = main::async_key('shared', 'p');
         ok($wait->(2, sub { has_units($redis, $key, $total, $T, $since) }),
            "$name: what both admitted reaches Redis");
         ok($wait->(2, sub { $redis->synced({ $key => $total }, nodes => $nodes->()) }),
@@ -375,7 +379,7 @@ sub two_nodes_tests {
         # without syncs each node would admit 10: 20
         cmp_ok($total, '<=', 16, "$name: nodes that sync admit far less than "
                . "2 x (burst+1) in total ($total of 40 over 1.2 s)");
-        my $key = 'throttle:{shared}:alt';
+        my $key = main::async_key('shared', 'alt');
         ok($wait->(2, sub { has_units($redis, $key, $total, $T, $since) }),
            "$name: the total reaches Redis");
         ok($wait->(2, sub { $redis->synced({ $key => $total }, nodes => $nodes->()) }),
@@ -395,7 +399,7 @@ run_blocks();
 
 __DATA__
 
-=== TEST 1: one node: decided at once as a local zone; one sync carries the 10 units; the key is {zone}-tagged and holds the TAT
+=== TEST 1: one node: decided at once as a local zone; one sync carries the 10 units; the key is {zone:shard}-tagged and holds the TAT
 --- redis
 redis: slowlog-log-slower-than 0; slowlog-max-len 10000
 --- http_config
@@ -457,7 +461,7 @@ GET /a.txt => 429
   time < 0.4
 perl {
     my $span = time - $stash{t0};    # the requests' time
-    my $key = 'throttle:{reply}:alice';
+    my $key = main::async_key('reply', 'alice');
     ok(wait_until(2, sub { $redis->cmd('EXISTS', $key) }),
        "$name: $key appears in Redis");
     ok(wait_until(2, sub { $redis->synced({ $key => 10 }) }),
@@ -510,7 +514,7 @@ perl {
         $same = is($show->($a), $want,
                    "$name: request $i on bob: async answers as local") && $same;
     }
-    ok(wait_until(2, sub { main::has_units($redis, 'throttle:{reply}:bob', 10, 60_000) }),
+    ok(wait_until(2, sub { main::has_units($redis, main::async_key('reply', 'bob'), 10, 60_000) }),
        "$name: bob's 10 units reach Redis");
 }
 --- no_error_log
@@ -519,7 +523,7 @@ cannot sync with Redis
 
 
 
-=== TEST 2: Redis key names in async mode: prefix, {zone} as hash tag, odd and long keys
+=== TEST 2: Redis key names in async mode: prefix, {zone:shard} as hash tag, odd and long keys
 --- redis
 redis: slowlog-log-slower-than 0; slowlog-max-len 10000
 --- http_config
@@ -538,17 +542,18 @@ perl {
     my $r;
     $r = request('/a.txt', 'X-Key' => 'x' x 300) for 1 .. 3;
     is($r->{status}, 200, "$name: a 300-byte key admitted");
-    my $long = 'app:{odd}:#' . Digest::SHA::sha256_hex('x' x 300);
-    my @want = sort ('app:{odd}:alice', 'app:{odd}:~612062', $long);
+    my ($alice, $odd, $long) = map { RedisServer::async_key('app:', 'odd', $_) } 'alice', 'a b', 'x' x 300;
+    like($odd, qr/^app:\{odd:\d+\}:~612062$/, "$name: odd bytes in hex");
+    like($long, qr/^app:\{odd:\d+\}:#${\ Digest::SHA::sha256_hex('x' x 300)}$/, "$name: a long key as its digest");
+    my @want = sort ($alice, $odd, $long);
     my @got;
     ok(wait_until(2, sub { @got = $redis->keys_matching('*'); @got == 3 }),
        "$name: three keys in Redis") or diag("@got");
-    is("@got", "@want", "$name: <prefix>{<zone>}:<key>, odd bytes in hex, long keys as a digest");
-    ok(wait_until(2, sub { $redis->synced({ 'app:{odd}:alice' => 1,
-                                            'app:{odd}:~612062' => 2, $long => 3 }) }),
+    is("@got", "@want", "$name: <prefix>{<zone>:<shard>}:<key>, odd bytes in hex, long keys as a digest");
+    ok(wait_until(2, sub { $redis->synced({ $alice => 1, $odd => 2, $long => 3 }) }),
        "$name: each key's units sent once, then its second sync");
-    main::holds_units($redis, 'app:{odd}:alice', 1, 60_000, $name);
-    main::holds_units($redis, 'app:{odd}:~612062', 2, 60_000, $name);
+    main::holds_units($redis, $alice, 1, 60_000, $name);
+    main::holds_units($redis, $odd, 2, 60_000, $name);
     main::holds_units($redis, $long, 3, 60_000, $name);
 }
 
@@ -573,7 +578,7 @@ GET /a.txt => 200
   > X-Key: before
   X-Status: PASSED
 perl {
-    ok(wait_until(2, sub { $redis->cmd('EXISTS', 'throttle:{z}:before') }),
+    ok(wait_until(2, sub { $redis->cmd('EXISTS', main::async_key('z', 'before')) }),
        "$name: syncing while Redis is up");
     $redis->kill_hard;
 }
@@ -630,15 +635,15 @@ perl {
 
     $redis->restart;    # same port, empty data, empty script cache
     my $t1 = time;
-    my @keys = map { "throttle:{z}:k$_" } 1 .. 5;
+    my @keys = map { main::async_key('z', "k$_") } 1 .. 5;
     ok(wait_until(5, sub { !grep { !$redis->cmd('EXISTS', $_) } @keys }),
        "$name: Redis back: the keys charged meanwhile reach it");
     note(sprintf "%s: in Redis %.2f s after it restarted", $name, time - $t1);
     my %units = (k1 => 1, k2 => 2, k3 => 3, k4 => 10, k5 => 10);
-    ok(wait_until(3, sub { $redis->synced({ map { ("throttle:{z}:$_" => $units{$_}) } keys %units }) }),
+    ok(wait_until(3, sub { $redis->synced({ map { (main::async_key('z', $_) => $units{$_}) } keys %units }) }),
        "$name: each key's units sent once, then its second sync");
     # (charged while Redis was down: the TAT counts from then)
-    main::holds_units($redis, "throttle:{z}:$_", $units{$_}, 60_000, $name)
+    main::holds_units($redis, main::async_key('z', $_), $units{$_}, 60_000, $name)
         for sort keys %units;
     ok(wait_until(3, sub { error_log() =~ /throttle zone "z": in sync with Redis again/ }),
        "$name: the recovery is logged (\"in sync with Redis again\")");
@@ -694,7 +699,7 @@ perl {
     is(join(',', sort keys %st), '200,429', "$name: only 200 and 429 (" . main::fmt_counts(\%st) . ')');
     is($st{200}, 500, "$name: 10 admitted per key, 50 keys");
     my @keys;
-    ok(wait_until(3, sub { @keys = $redis->keys_matching('throttle:{z}:k*'); @keys == 50 }),
+    ok(wait_until(3, sub { @keys = $redis->keys_matching('throttle:{z:*}:k*'); @keys == 50 }),
        "$name: the 50 keys reach Redis") or diag(scalar(@keys) . ' keys');
     ok(wait_until(3, sub { !grep { !main::has_units($redis, $_, 10, 60_000) } @keys }),
        "$name: every key's 10 units reach Redis");
@@ -739,7 +744,7 @@ location / {
 GET /a.txt => 200
   > X-Key: warm
 perl {
-    ok(wait_until(2, sub { $redis->cmd('EXISTS', 'throttle:{z}:warm') }),
+    ok(wait_until(2, sub { $redis->cmd('EXISTS', main::async_key('z', 'warm')) }),
        "$name: syncing while Redis is up");
     $redis->pause;
 }
@@ -773,13 +778,13 @@ perl {
     cmp_ok($down, '>=', 1, "$name: the stall is logged");
     cmp_ok($down, '<=', 2, "$name: ... once ($down lines)");
     $redis->resume;
-    ok(wait_until(3, sub { $redis->cmd('EXISTS', 'throttle:{z}:s1')
-                           && $redis->cmd('EXISTS', 'throttle:{z}:sp') }),
+    ok(wait_until(3, sub { $redis->cmd('EXISTS', main::async_key('z', 's1'))
+                           && $redis->cmd('EXISTS', main::async_key('z', 'sp')) }),
        "$name: after SIGCONT the units charged during the stall reach Redis");
     # the calls that timed out run now; then each key's second sync
-    wait_until(3, sub { $redis->synced({ 'throttle:{z}:s1' => 2, 'throttle:{z}:sp' => 10 }) });
-    my $s1 = main::units_in($redis, 'throttle:{z}:s1') // 0;
-    my $sp = main::units_in($redis, 'throttle:{z}:sp') // 0;
+    wait_until(3, sub { $redis->synced({ main::async_key('z', 's1') => 2, main::async_key('z', 'sp') => 10 }) });
+    my $s1 = main::units_in($redis, main::async_key('z', 's1')) // 0;
+    my $sp = main::units_in($redis, main::async_key('z', 'sp')) // 0;
     # charged since nginx started: N units less no more than that time
     my $gone = (time - $nginx->{started}) / 60;
     cmp_ok($s1, '>', 2 - $gone, "$name: s1: at least the 2 units charged");
@@ -825,7 +830,7 @@ GET /a.txt => 200
   > X-Key: k
   RateLimit: "z";r=6;t=240
 perl {
-    ok(wait_until(2, sub { main::has_units($redis, 'throttle:{z}:k', 4, 60_000) }),
+    ok(wait_until(2, sub { main::has_units($redis, main::async_key('z', 'k'), 4, 60_000) }),
        "$name: k's 4 units in Redis before the reload");
 }
 # charged just before the reload: whichever workers sync them
@@ -852,16 +857,16 @@ GET /a.txt => 200
   > X-Key: fresh
   RateLimit: "z";r=9;t=60
 perl {
-    ok(wait_until(2, sub { main::has_units($redis, 'throttle:{z}:k', 5, 60_000) }),
+    ok(wait_until(2, sub { main::has_units($redis, main::async_key('z', 'k'), 5, 60_000) }),
        "$name: the new workers sync: k's 5th unit reaches Redis");
-    ok(wait_until(2, sub { $redis->cmd('EXISTS', 'throttle:{z}:fresh') }),
+    ok(wait_until(2, sub { $redis->cmd('EXISTS', main::async_key('z', 'fresh')) }),
        "$name: a key first charged after the reload reaches Redis");
-    ok(wait_until(2, sub { $redis->synced({ map { ("throttle:{z}:$_->[0]" => $_->[1]) }
+    ok(wait_until(2, sub { $redis->synced({ map { (main::async_key('z', $_->[0]) => $_->[1]) }
                                             [k => 5], [late => 3], [fresh => 1] }) }),
        "$name: each key's units sent once, then its second sync");
-    main::holds_units($redis, 'throttle:{z}:k', 5, 60_000, $name);
-    main::holds_units($redis, 'throttle:{z}:late', 3, 60_000, "$name: units charged around the reload counted once");
-    main::holds_units($redis, 'throttle:{z}:fresh', 1, 60_000, $name);
+    main::holds_units($redis, main::async_key('z', 'k'), 5, 60_000, $name);
+    main::holds_units($redis, main::async_key('z', 'late'), 3, 60_000, "$name: units charged around the reload counted once");
+    main::holds_units($redis, main::async_key('z', 'fresh'), 1, 60_000, $name);
 }
 --- no_error_log
 cannot sync with Redis
@@ -929,11 +934,11 @@ GET /a.txt x3 => 200
   > X-Key: k
 perl {
     sleep 0.3;
-    ok(!$redis->cmd('EXISTS', 'throttle:{z}:k'), "$name: no sync before the quit");
+    ok(!$redis->cmd('EXISTS', main::async_key('z', 'k')), "$name: no sync before the quit");
     my $t = time;
     ok(ThrottleTest::Nginx::stop_nginx($nginx->{master}), "$name: nginx quits gracefully");
     cmp_ok(time - $t, '<', 2, "$name: ... within 2 s");
-    main::holds_units($redis, 'throttle:{z}:k', 3, 60_000, "$name: the 3 units reached Redis");
+    main::holds_units($redis, main::async_key('z', 'k'), 3, 60_000, "$name: the 3 units reached Redis");
 }
 --- no_error_log
 cannot sync with Redis
@@ -963,7 +968,7 @@ GET /a.txt => 429
   > X-Key: e
   Retry-After: 1
 perl {
-    my $key = 'throttle:{idle}:e';
+    my $key = main::async_key('idle', 'e');
     ok(wait_until(1, sub { $redis->cmd('EXISTS', $key) }),
        "$name: the key reaches Redis");
     main::holds_units($redis, $key, 1, 1000, $name, $stash{t0});
@@ -984,7 +989,7 @@ GET /a.txt => 200
   RateLimit: "idle";r=0;t=1
   no Retry-After
 perl {
-    my $key = 'throttle:{idle}:e';
+    my $key = main::async_key('idle', 'e');
     ok(wait_until(1, sub { $redis->cmd('EXISTS', $key) }),
        "$name: the new request reaches Redis");
     main::holds_units($redis, $key, 1, 1000,
@@ -1014,7 +1019,7 @@ perl {
     is(main::fmt_counts($r->{x_status}), 'PASSED x600', "$name: ... PASSED");
     note(sprintf '%s: 600 requests in %.2f s (slowest %.3f s)', $name, $took, $r->{max});
     my @keys;
-    ok(wait_until(4, sub { @keys = $redis->keys_matching('throttle:{many}:*'); @keys == 600 }),
+    ok(wait_until(4, sub { @keys = $redis->keys_matching('throttle:{many:*}:*'); @keys == 600 }),
        "$name: all 600 keys reach Redis") or diag(scalar(@keys) . ' keys');
     # each key's second sync (1 s later)
     my @calls;
@@ -1060,7 +1065,7 @@ perl: $stash{t0} = time;
 GET /a.txt => 200
   > X-Key: k
 perl {
-    ok(wait_until(1, sub { $redis->cmd('EXISTS', 'throttle:{fast}:k') }),
+    ok(wait_until(1, sub { $redis->cmd('EXISTS', main::async_key('fast', 'k')) }),
        "$name: sync_interval=10ms: in Redis at once");
     cmp_ok(time - $stash{t0}, '<', 0.3, "$name: ... within "
            . sprintf('%.3f', time - $stash{t0}) . ' s');
@@ -1076,7 +1081,7 @@ perl {
     sleep 0.1;
     my (%calls, %keys);
     for my $c ($redis->sync_calls) {
-        my ($zone) = ($c->{keys}[0] // '') =~ /^throttle:\{(\w+)\}/ or next;
+        my ($zone) = ($c->{keys}[0] // '') =~ /^throttle:\{(\w+):\d+\}/ or next;
         $calls{$zone}++;
         $keys{$zone} += $c->{nkeys};
     }
@@ -1128,12 +1133,12 @@ GET /index.html => 200
   > X-Key: m2
   RateLimit: "asy";r=8;t=120
 perl {
-    ok(wait_until(2, sub { main::has_units($redis, 'throttle:{asy}:m2', 2, 60_000) }),
+    ok(wait_until(2, sub { main::has_units($redis, main::async_key('asy', 'm2'), 2, 60_000) }),
        "$name: the async zone's units reach Redis");
-    ok(wait_until(2, sub { $redis->synced({ 'throttle:{asy}:m1' => 2, 'throttle:{asy}:m2' => 2 }) }),
+    ok(wait_until(2, sub { $redis->synced({ main::async_key('asy', 'm1') => 2, main::async_key('asy', 'm2') => 2 }) }),
        "$name: each key's 2 units sent once, then its second sync");
-    main::holds_units($redis, 'throttle:{asy}:m1', 2, 60_000, $name);
-    main::holds_units($redis, 'throttle:{asy}:m2', 2, 60_000, $name);
+    main::holds_units($redis, main::async_key('asy', 'm1'), 2, 60_000, $name);
+    main::holds_units($redis, main::async_key('asy', 'm2'), 2, 60_000, $name);
 }
 
 

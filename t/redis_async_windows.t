@@ -38,6 +38,10 @@ require_redis_module();
 # ---------------------------------------------------------------------------
 # Helpers (perl steps call them as main::name)
 
+# An async zone's key in Redis, under the default prefix:
+# "throttle:{<zone>:<shard>}:<key>".
+sub async_key { RedisServer::async_key('throttle:', @_) }
+
 our %SHORT = (fixed_window => 'fw', sliding_window => 'sw');
 our %FIELD = (fixed_window => 'n', sliding_window => 'c');
 
@@ -182,7 +186,7 @@ sub two_nodes_tests {
     for my $alg (qw(fixed_window sliding_window)) {
         my $ab = $SHORT{$alg};
         my $f = $FIELD{$alg};
-        my $rkey = "throttle:{$ab}:k";
+        my $rkey = main::async_key($ab, 'k');
         my $name = "two nodes, $alg";
         my $peek = sub { r_of(http_request($_[0], "GET /${ab}0/a.txt", 'X-Key' => 'k')) };
         my $get = sub { http_request($_[0], "GET /$ab/a.txt", 'X-Key' => 'k') };
@@ -237,7 +241,7 @@ sub two_nodes_tests {
     for my $alg (qw(fixed_window sliding_window)) {
         my $ab = $SHORT{$alg};
         my $f = $FIELD{$alg};
-        my $rkey = "throttle:{$ab}:p";
+        my $rkey = main::async_key($ab, 'p');
         my $name = "two nodes at once, $alg";
         my @socks;
         for my $i (0 .. 39) {
@@ -306,8 +310,8 @@ perl {
     for my $ab (qw(fw sw)) {
         request("/$ab/a.txt", 'X-Key' => 'before');
     }
-    ok(wait_until(2, sub { $redis->cmd('EXISTS', 'throttle:{fw}:before')
-                           && $redis->cmd('EXISTS', 'throttle:{sw}:before') }),
+    ok(wait_until(2, sub { $redis->cmd('EXISTS', main::async_key('fw', 'before'))
+                           && $redis->cmd('EXISTS', main::async_key('sw', 'before')) }),
        "$name: syncing while Redis is up");
     $redis->kill_hard;
 
@@ -339,16 +343,16 @@ perl {
     }
 
     $redis->restart;    # same port, empty data, empty script cache
-    my @keys = map { my $ab = $_; map { "throttle:{$ab}:$_" } sort keys %units } qw(fw sw);
+    my @keys = map { my $ab = $_; map { main::async_key($ab, $_) } sort keys %units } qw(fw sw);
     ok(wait_until(5, sub { !grep { !$redis->cmd('EXISTS', $_) } @keys }),
        "$name: Redis back: the keys charged meanwhile reach it");
     ok(wait_until(2, sub { $redis->synced({ map { my $ab = $_;
-                                                  map { ("throttle:{$ab}:$_" => $units{$_}) } keys %units }
+                                                  map { (main::async_key($ab, $_) => $units{$_}) } keys %units }
                                             qw(fw sw) }) }),
        "$name: each key's units sent once, then its second sync");
     for my $alg (qw(fixed_window sliding_window)) {
         my $ab = $main::SHORT{$alg};
-        main::holds_window($redis, $alg, "throttle:{$ab}:$_", $units{$_}, 60e6, "$name: $alg")
+        main::holds_window($redis, $alg, main::async_key($ab, $_), $units{$_}, 60e6, "$name: $alg")
             for sort keys %units;
         # the zone's view agrees
         my %r = map { $_ => main::r_of(request("/${ab}0/a.txt", 'X-Key' => $_)) } sort keys %units;
@@ -388,20 +392,20 @@ perl {
         my $r = request("/$ab/a.txt", 'X-Key' => 'e');
         is(($r->{status} // 'none') . ' ' . main::r_of($r), '200 1', "$name: $ab: admitted, r=1");
     }
-    ok(wait_until(1, sub { $redis->cmd('EXISTS', 'throttle:{fw}:e')
-                           && $redis->cmd('EXISTS', 'throttle:{sw}:e') }),
+    ok(wait_until(1, sub { $redis->cmd('EXISTS', main::async_key('fw', 'e'))
+                           && $redis->cmd('EXISTS', main::async_key('sw', 'e')) }),
        "$name: the keys reach Redis");
-    main::holds_window($redis, 'fixed_window', 'throttle:{fw}:e', 1, 1e6, $name);
-    main::holds_window($redis, 'sliding_window', 'throttle:{sw}:e', 1, 1e6, $name);
+    main::holds_window($redis, 'fixed_window', main::async_key('fw', 'e'), 1, 1e6, $name);
+    main::holds_window($redis, 'sliding_window', main::async_key('sw', 'e'), 1, 1e6, $name);
     # gone at the end of the window (about 0.95 s after the request), of
     # the next one for sliding_window (1.95 s): not before, and not a
     # window later (the exact time is the PTTL checked above; a poll here
     # may run late on a busy machine)
-    ok(wait_until(2, sub { !$redis->cmd('EXISTS', 'throttle:{fw}:e') }),
+    ok(wait_until(2, sub { !$redis->cmd('EXISTS', main::async_key('fw', 'e')) }),
        "$name: fixed_window: gone from Redis once its window is over");
     my $took = time - $stash{t0};
     ok($took > 0.8 && $took < 1.9, "$name: fixed_window: ... " . sprintf('%.2f', $took) . ' s after the request');
-    ok(wait_until(2, sub { !$redis->cmd('EXISTS', 'throttle:{sw}:e') }),
+    ok(wait_until(2, sub { !$redis->cmd('EXISTS', main::async_key('sw', 'e')) }),
        "$name: sliding_window: gone from Redis once the next window is over too");
     $took = time - $stash{t0};
     ok($took > 1.5 && $took < 2.9, "$name: sliding_window: ... " . sprintf('%.2f', $took)
@@ -416,7 +420,7 @@ GET /sw0/a.txt => 200
   > X-Key: e
   RateLimit: "sw";r=2;t=0
 perl {
-    ok(wait_until(2, sub { $redis->synced({ 'throttle:{fw}:e' => 0, 'throttle:{sw}:e' => 0 },
+    ok(wait_until(2, sub { $redis->synced({ main::async_key('fw', 'e') => 0, main::async_key('sw', 'e') => 0 },
                                           since => $stash{mark}) }),
        "$name: the looks are synced, with no units");
     is(join(' ', $redis->keys_matching('*')), '', "$name: a look brings no key back");
@@ -429,12 +433,12 @@ GET /sw/a.txt => 200
   > X-Key: e
   RateLimit ~ ^"sw";r=1;t=2$
 perl {
-    ok(wait_until(1, sub { $redis->cmd('EXISTS', 'throttle:{fw}:e')
-                           && $redis->cmd('EXISTS', 'throttle:{sw}:e') }),
+    ok(wait_until(1, sub { $redis->cmd('EXISTS', main::async_key('fw', 'e'))
+                           && $redis->cmd('EXISTS', main::async_key('sw', 'e')) }),
        "$name: the new requests reach Redis");
-    main::holds_window($redis, 'fixed_window', 'throttle:{fw}:e', 1, 1e6,
+    main::holds_window($redis, 'fixed_window', main::async_key('fw', 'e'), 1, 1e6,
                        "$name: one unit on a fresh key");
-    main::holds_window($redis, 'sliding_window', 'throttle:{sw}:e', 1, 1e6,
+    main::holds_window($redis, 'sliding_window', main::async_key('sw', 'e'), 1, 1e6,
                        "$name: one unit on a fresh key");
 }
 
@@ -462,7 +466,7 @@ perl {
     for my $try (1 .. 6) {
         sleep(1.6 - (time() - int(time())));
         my $second = int(time());
-        my @keys = map { "throttle:{$_}:late$try" } qw(fw sw);
+        my @keys = map { main::async_key($_, "late$try") } qw(fw sw);
         for my $ab (qw(fw sw)) {
             is(request("/$ab/a.txt", 'X-Key' => "late$try")->{status}, 200,
                "$name: try $try: $ab: admitted 0.6 s into a window");
@@ -513,7 +517,7 @@ perl {
     }
     is(main::fmt_counts(\%st), '200 x600', "$name: 600 keys, each admitted");
     my @keys;
-    ok(wait_until(4, sub { @keys = $redis->keys_matching('throttle:{many}:*'); @keys == 600 }),
+    ok(wait_until(4, sub { @keys = $redis->keys_matching('throttle:{many:*}:*'); @keys == 600 }),
        "$name: all 600 keys reach Redis") or diag(scalar(@keys) . ' keys');
     # each key's second sync (a round, 1 s, later)
     my (@calls, $sum);

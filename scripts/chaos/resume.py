@@ -23,12 +23,16 @@ what did not resume within --limit-ms of it.
 
 import argparse
 import http.client
+import os
 import socket
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "lib"))
+from redis_keys import async_key  # noqa: E402
+
 IN_A_ROW = 3
-COUNT_ZONE_KEY = "throttle:{count}:%s"
 
 
 def now_ms():
@@ -102,7 +106,8 @@ def main():
                                   if decision(port, path) == "PASSED" else 0)
                 if in_a_row[node] == IN_A_ROW:
                     strict_ms[node] = now_ms() - since
-            key = COUNT_ZONE_KEY % ("%s.probe.%s" % (args.phase, node))
+            key = async_key("throttle:", "count",
+                            "%s.probe.%s" % (args.phase, node))
             if node not in async_ms and redis.hget(key, "n"):
                 async_ms[node] = now_ms() - since
         if len(strict_ms) == len(ports) and len(async_ms) == len(ports):

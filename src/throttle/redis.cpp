@@ -1,5 +1,7 @@
 #include "throttle/redis.hpp"
 
+#include "throttle/crc16.hpp"
+
 #include <hiredis/hiredis.h>
 
 #include <cstring>
@@ -32,6 +34,16 @@ append_hex(char *p, const unsigned char *data, size_t len) noexcept
         *p++ = digits[data[i] >> 4];
         *p++ = digits[data[i] & 0xf];
     }
+    return p;
+}
+
+char *
+append_decimal(char *p, unsigned n) noexcept
+{
+    if (n >= 10) {
+        p = append_decimal(p, n / 10);
+    }
+    *p++ = static_cast<char>('0' + n % 10);
     return p;
 }
 
@@ -72,15 +84,23 @@ malformed(std::string_view what) noexcept
 
 } // namespace
 
+unsigned
+async_shard(const ZoneKey &key) noexcept
+{
+    return crc16(key.data(), key.size()) % kAsyncShards;
+}
+
 size_t
 format_redis_key(char *out, std::string_view prefix, std::string_view zone,
                  const ZoneKey &key, HashTag tag) noexcept
 {
     char *p = append(out, prefix);
 
-    if (tag == HashTag::zone) {
+    if (tag == HashTag::shard) {
         *p++ = '{';
         p = append(p, zone);
+        *p++ = ':';
+        p = append_decimal(p, async_shard(key));
         p = append(p, "}:");
     } else {
         p = append(p, zone);

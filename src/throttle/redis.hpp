@@ -15,25 +15,42 @@ struct redisReply;
 
 namespace throttle {
 
-// Room for the longest name format_redis_key() can write.
+// How many hash-tag shards an async zone's keys are spread over.
+constexpr unsigned kAsyncShards = 16;
+
+// The shard of an async zone a key belongs to: the CRC16 of Redis Cluster
+// (as key_slot() computes it) of the key's bytes as a zone stores them
+// (key.data(), key.size()), modulo kAsyncShards.
+unsigned async_shard(const ZoneKey &key) noexcept;
+
+// Room for the longest name format_redis_key() can write: the prefix, the
+// zone, "{", "}" and ":" around them, ":" and the digits of the largest
+// shard, the key's marker and its bytes in hex.
+constexpr size_t kMaxAsyncShardDigits = 2;
+static_assert(kAsyncShards <= 100, "a shard's number has at most 2 digits");
+
 constexpr size_t
 max_redis_key_len(size_t prefix_len, size_t zone_len) noexcept
 {
-    return prefix_len + zone_len + 3 + 1 + 2 * kMaxInlineKeyLen;
+    return prefix_len + zone_len + 3 + 1 + kMaxAsyncShardDigits + 1
+        + 2 * kMaxInlineKeyLen;
 }
 
 // Which part of a key's name is its hash tag, so that every script touches
 // one slot of a Redis Cluster. Strict mode tags the key, spreading a zone's
-// keys over the cluster; async mode tags the zone, so one script can sync
-// many keys of a zone at once.
-enum class HashTag { key, zone };
+// keys over the cluster. Async mode tags the zone and one of kAsyncShards
+// shards of its keys: one script call can still sync many keys at once
+// (those of one shard), while a busy zone's keys spread over up to
+// kAsyncShards slots, so that one zone is not the whole load of one
+// cluster node.
+enum class HashTag { key, shard };
 
-// "<prefix><zone>:{<key>}" (HashTag::key) or "<prefix>{<zone>}:<key>"
-// (HashTag::zone). The key is written as it is when made of [A-Za-z0-9]
-// and "-_.:@/=+"; otherwise as "~" and its hex digits, or as "#" and the
-// hex digits of its digest for a long key. Neither marker can start a
-// plain key, so distinct keys keep distinct names, and no "{" or "}" in a
-// key can move the hash tag.
+// "<prefix><zone>:{<key>}" (HashTag::key) or "<prefix>{<zone>:<n>}:<key>"
+// (HashTag::shard, n = async_shard(key) in decimal). The key is written as
+// it is when made of [A-Za-z0-9] and "-_.:@/=+"; otherwise as "~" and its
+// hex digits, or as "#" and the hex digits of its digest for a long key.
+// Neither marker can start a plain key, so distinct keys keep distinct
+// names, and no "{" or "}" in a key can move the hash tag.
 size_t format_redis_key(char *out, std::string_view prefix,
                         std::string_view zone, const ZoneKey &key,
                         HashTag tag = HashTag::key) noexcept;

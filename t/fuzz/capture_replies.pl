@@ -102,7 +102,7 @@ write_seed('strict_reply', 'errors', 'gcra 30r/m 15 1 250 16384',
 
 # async: setup "<algorithm> <rate> <burst> <sync_interval> <keys> <round
 # trip> <chunk>"; a zone's three keys, charged 0, 1 and 2 units
-sub zone_keys { map { "throttle:{$_[0]}:k$_" } 0 .. 2 }
+sub zone_keys { map { RedisServer::async_key('throttle:', $_[0], "k$_") } 0 .. 2 }
 write_seed('sync_reply', 'gcra', 'gcra 30r/m 15 100 3 800 16384',
     raw_reply($redis, 'EVAL', script('gcra_sync'), 3, zone_keys('gcra'),
               2_000_000, 200_000, 0, 0, 1, 1000, 2, 2000));

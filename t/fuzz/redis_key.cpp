@@ -1,14 +1,15 @@
 // format_redis_key(): a request's key (any bytes a client sends) named in
-// Redis. Input: a byte whose low bit picks the hash tag (key or zone), a
+// Redis. Input: a byte whose low bit picks the hash tag (key or shard), a
 // byte for the prefix's length, one for the zone name's, then the prefix,
 // the zone name and the key.
 //
 // The name fits max_redis_key_len(); it is the prefix, then the zone and
 // the key as the hash tag puts them; Redis Cluster's hash tag (the text
-// between the first "{" and the next "}") is the key's part or the zone,
-// whatever the key holds; and the key's part reads back as the key (its
-// bytes, or its digest for a long key), so distinct keys get distinct
-// names. A key as a zone stores it (ZoneKey::stored) gets the same name.
+// between the first "{" and the next "}") is the key's part or the zone
+// and the key's shard, whatever the key holds; and the key's part reads back as
+// the key (its bytes, or its digest for a long key), so distinct keys get
+// distinct names. A key as a zone stores it (ZoneKey::stored) gets the same
+// name.
 #include "support.hpp"
 
 #include "throttle/key.hpp"
@@ -95,17 +96,22 @@ name_of(std::string_view prefix, std::string_view zone, const ZoneKey &key,
     return {out.data(), n};
 }
 
-// The name's parts: the prefix, the zone, the key's part (closed when the
-// key is the hash tag), of which the key's reads back as the key.
+// The name's parts: the prefix, the zone (and the key's shard), the key's
+// part (closed when the key is the hash tag), of which the key's reads back
+// as the key.
 void
 check_name(std::string_view name, std::string_view prefix,
-           std::string_view zone, std::string_view key, HashTag tag)
+           std::string_view zone, const ZoneKey &zone_key, std::string_view key,
+           HashTag tag)
 {
     expect(name.substr(0, prefix.size()) == prefix,
            "the name starts with the prefix");
-    const std::string      zone_part = tag == HashTag::key
-             ? std::string(zone) + ":{"
-             : "{" + std::string(zone) + "}:";
+    const unsigned shard = async_shard(zone_key);
+    expect(shard < kAsyncShards, "a shard is below kAsyncShards");
+    const std::string shard_tag =
+        std::string(zone) + ":" + std::to_string(shard);
+    const std::string zone_part =
+        tag == HashTag::key ? std::string(zone) + ":{" : "{" + shard_tag + "}:";
     const std::string_view rest = name.substr(prefix.size());
     expect(rest.substr(0, zone_part.size()) == zone_part,
            "the zone follows the prefix");
@@ -119,8 +125,8 @@ check_name(std::string_view name, std::string_view prefix,
 
     // the prefix is the operator's: a brace in it is theirs to place
     if (prefix.find_first_of("{}") == std::string_view::npos) {
-        expect(hash_tag(name) == (tag == HashTag::key ? key_part : zone),
-               "the hash tag is the key's part or the zone");
+        expect(hash_tag(name) == (tag == HashTag::key ? key_part : shard_tag),
+               "the hash tag is the key's part or the zone and shard");
     }
 }
 
@@ -132,7 +138,7 @@ fuzz_one(std::string_view input)
     if (input.size() < 3) {
         return;
     }
-    const HashTag tag = input[0] & 1 ? HashTag::zone : HashTag::key;
+    const HashTag tag = input[0] & 1 ? HashTag::shard : HashTag::key;
     const size_t  prefix_len = static_cast<unsigned char>(input[1]);
     const size_t  zone_len = static_cast<unsigned char>(input[2]);
     if (input.size() < 3 + prefix_len + zone_len) {
@@ -153,7 +159,7 @@ fuzz_one(std::string_view input)
         ZoneKey::stored(zone_key.data(), zone_key.size(), zone_key.hashed());
     expect(name_of(prefix, zone, stored, tag) == name,
            "a key as a zone stores it has the same name");
-    check_name(name, prefix, zone, key, tag);
+    check_name(name, prefix, zone, zone_key, key, tag);
 }
 
 } // namespace throttle::fuzz

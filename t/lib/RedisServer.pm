@@ -32,6 +32,8 @@ RedisServer - real redis-server processes (and fault injectors) for tests
     $r->sync_calls;                    # async syncs in SLOWLOG, and units
     $r->synced({ $key => 10 });        # sent, then synced once more
     $r->keys_matching('throttle:*', $db);   # SCAN, sorted
+    RedisServer::async_key('throttle:', 'z', 'alice');  # an async zone's
+                                       # key: 'throttle:{z:13}:alice'
     $r->stop;                          # TERM, then KILL; also done at END
     $r->log;                           # the server's log file, as text
 
@@ -93,7 +95,7 @@ use strict;
 use warnings;
 
 use Carp qw(croak);
-use Digest::SHA qw(sha1_hex);
+use Digest::SHA qw(sha1_hex sha256);
 use File::Basename qw(dirname);
 use File::Temp;
 use Processes qw($TIMEOUT wait_until free_port read_file fork_child exited
@@ -487,6 +489,35 @@ sub slowlog_mark {
 sub ttl_slack_ms {
     my ($W) = @_;
     return ($W / 4 < 1e6 ? $W / 4 : 1e6) / 1000;
+}
+
+# CRC16 as Redis Cluster computes it (XMODEM: polynomial 0x1021, initial
+# value 0), bit by bit.
+sub crc16 {
+    my ($bytes) = @_;
+    my $crc = 0;
+    for my $byte (unpack 'C*', $bytes) {
+        $crc ^= $byte << 8;
+        $crc = ($crc & 0x8000 ? ($crc << 1) ^ 0x1021 : $crc << 1) & 0xffff
+            for 1 .. 8;
+    }
+    return $crc;
+}
+
+# The name of an async zone's key in Redis, as the module writes it
+# (format_redis_key() with HashTag::shard, src/throttle/redis.hpp):
+# "<prefix>{<zone>:<shard>}:<key>", the shard being the CRC16 of the key as
+# the zone stores it (its SHA-256 past 255 bytes) modulo 16; the key as it
+# is if plain, else "~" and its hex, or "#" and its digest's hex if long.
+# t/unit/redis_test.cpp pins names the module writes: this must agree.
+sub async_key {
+    my ($prefix, $zone, $key) = @_;
+    my $long = length($key) > 255;
+    my $stored = $long ? sha256($key) : $key;
+    my $part = $long ? '#' . unpack('H*', $stored)
+             : $key =~ m{^[A-Za-z0-9\-_.:@/=+]+$} ? $key
+             : '~' . unpack('H*', $key);
+    return "$prefix\{$zone:" . crc16($stored) % 16 . "}:$part";
 }
 
 # Keys matching a pattern (SCAN, db $db or the current one), sorted.

@@ -1,6 +1,7 @@
 // Redis key names and script replies, decoded by hiredis's own reader from
 // RESP bytes as they come off the wire.
 #include "policy_support.hpp"
+#include "throttle/crc16.hpp"
 #include "throttle/gcra.hpp"
 #include "throttle/lua.hpp"
 #include "throttle/redis.hpp"
@@ -16,11 +17,18 @@
 namespace throttle {
 namespace {
 
+// (the key points into `k`)
+ZoneKey
+zone_key(const std::string &k)
+{
+    return ZoneKey(reinterpret_cast<const unsigned char *>(k.data()), k.size());
+}
+
 std::string
 key_name(std::string_view prefix, std::string_view zone, const std::string &k,
          HashTag tag = HashTag::key)
 {
-    ZoneKey key(reinterpret_cast<const unsigned char *>(k.data()), k.size());
+    const ZoneKey     key = zone_key(k);
     std::vector<char> buf(max_redis_key_len(prefix.size(), zone.size()));
     size_t            n = format_redis_key(buf.data(), prefix, zone, key, tag);
     EXPECT_LE(n, buf.size());
@@ -54,20 +62,57 @@ TEST(RedisKey, NulBytesAreNotPlain)
     EXPECT_EQ(key_name("t:", "z", std::string(1, '\0')), "t:z:{~00}");
 }
 
-TEST(RedisKey, AsyncZonesTagTheZone)
+// Literal names, which the Perl of the integration tests
+// (ThrottleTest::Redis::async_key) computes on its own: the two agree.
+TEST(RedisKey, AsyncZonesTagTheZoneAndAShard)
 {
-    EXPECT_EQ(key_name("throttle:", "reply", "alice", HashTag::zone),
-              "throttle:{reply}:alice");
-    EXPECT_EQ(key_name("t:", "z", "a}b{", HashTag::zone), "t:{z}:~617d627b");
+    EXPECT_EQ(key_name("throttle:", "reply", "alice", HashTag::shard),
+              "throttle:{reply:13}:alice");
+    EXPECT_EQ(key_name("throttle:", "z", "bob", HashTag::shard),
+              "throttle:{z:11}:bob");
+    EXPECT_EQ(key_name("t:", "z", "a}b{", HashTag::shard),
+              "t:{z:11}:~617d627b");
     std::string longest(kMaxInlineKeyLen, '\xff');
-    EXPECT_EQ(key_name("p:", "zone", longest, HashTag::zone).size(),
+    EXPECT_EQ(key_name("p:", "zone", longest, HashTag::shard),
+              "p:{zone:14}:~" + std::string(2 * kMaxInlineKeyLen, 'f'));
+}
+
+TEST(RedisKey, TheLongestNameFitsItsRoom)
+{
+    // the longest key in hex, in the shard of the most digits
+    std::string longest(kMaxInlineKeyLen, '\xff');
+    while (async_shard(zone_key(longest)) < 10) {
+        longest[0]++;
+    }
+    EXPECT_EQ(key_name("p:", "zone", longest, HashTag::shard).size(),
               max_redis_key_len(2, 4));
+}
+
+TEST(RedisKey, AsyncShardsSpreadKeys)
+{
+    // the CRC of Redis Cluster (CRC16("123456789") = 0x31c3), modulo 16
+    EXPECT_EQ(async_shard(zone_key("123456789")), 0x31c3u % kAsyncShards);
+    // a long key's shard is its digest's, as the zone stores it
+    const std::string long_key(kMaxInlineKeyLen + 1, 'a');
+    const ZoneKey     key = zone_key(long_key);
+    ASSERT_TRUE(key.hashed());
+    EXPECT_EQ(async_shard(key), crc16(key.data(), key.size()) % kAsyncShards);
+
+    unsigned seen[kAsyncShards] = {};
+    for (int i = 0; i < 1600; i++) {
+        seen[async_shard(zone_key("user" + std::to_string(i)))]++;
+    }
+    for (unsigned n : seen) {
+        EXPECT_GT(n, 50u);
+        EXPECT_LT(n, 150u);
+    }
 }
 
 TEST(RedisKey, LongKeysUseTheirDigest)
 {
     std::string longest(kMaxInlineKeyLen, '\xff');
-    EXPECT_EQ(key_name("p:", "zone", longest).size(), max_redis_key_len(2, 4));
+    // (an async name's shard makes the longest: TheLongestNameFitsItsRoom)
+    EXPECT_LE(key_name("p:", "zone", longest).size(), max_redis_key_len(2, 4));
     std::string k = key_name("p:", "z", std::string(70000, 'a'));
     EXPECT_EQ(k.substr(0, 6), "p:z:{#");
     EXPECT_EQ(k.size(), 6 + 64 + 1u);
