@@ -1,9 +1,10 @@
 #!/usr/bin/env perl
-# Writes the seed corpus of strict_reply and sync_reply
+# Writes the seed corpus of strict_reply, sync_reply and cluster_reply
 # (t/fuzz/corpus/<target>/): what a real redis-server sends back, byte for
 # byte, for the module's scripts (src/scripts/, each after the prelude, as
 # cmake/embed_scripts.cmake joins them) called with ARGV as the zone of the
-# seed's setup line would send it. Run once, from the repository's root:
+# seed's setup line would send it; and what a real cluster, sentinel and
+# replica answer the transport. Run once, from the repository's root:
 #
 #     perl -I t/lib t/fuzz/capture_replies.pl
 use strict;
@@ -11,6 +12,7 @@ use warnings;
 
 use File::Path qw(make_path);
 use IO::Select;
+use Processes qw(wait_until free_port);
 use RedisServer;
 
 my $CORPUS = 't/fuzz/corpus';
@@ -66,7 +68,7 @@ sub write_seed {
     my ($target, $name, $setup, @replies) = @_;
     make_path("$CORPUS/$target");
     open my $fh, '>:raw', "$CORPUS/$target/$name" or die "$name: $!";
-    print $fh "$setup\n", @replies;
+    print $fh defined $setup ? "$setup\n" : '', @replies;
     close $fh;
 }
 
@@ -114,5 +116,45 @@ for my $algorithm (qw(fixed_window sliding_window)) {
                   zone_keys($algorithm),
                   1_000_000, 0, 0, $age, 1, 0, $age, 2, 1, $age));
 }
+
+# cluster_reply: Redis's bytes only. Three masters on loopback, node 0
+# with two slot ranges, like t/unit/cluster_test.cpp's.
+sub start_cluster {
+    my @ranges = ([0, 0, 4000], [1, 4001, 9000], [2, 9001, 12000],
+                  [0, 12001, 16383]);
+    my @buses = map { free_port() } 0 .. 2;
+    my @nodes = map {
+        RedisServer->start(conf => ['cluster-enabled yes',
+                                    'cluster-config-file nodes.conf',
+                                    "cluster-port $_"])
+    } @buses;
+    $nodes[$_->[0]]->cmd('CLUSTER', 'ADDSLOTSRANGE', $_->[1], $_->[2])
+        for @ranges;
+    $nodes[0]->cmd('CLUSTER', 'MEET', '127.0.0.1', $nodes[$_]->port, $buses[$_])
+        for 1, 2;
+    wait_until(10, sub {
+        !grep { $_->cmd('CLUSTER', 'INFO') !~ /cluster_state:ok/ } @nodes
+    }) or die "the cluster did not reach cluster_state:ok\n";
+    return @nodes;
+}
+
+my @nodes = start_cluster();
+write_seed('cluster_reply', 'slots', undef,
+           raw_reply($nodes[0], 'CLUSTER', 'SLOTS'));
+write_seed('cluster_reply', 'shards', undef,
+           raw_reply($nodes[0], 'CLUSTER', 'SHARDS'));
+# "c" is in slot 7365, node 1's
+write_seed('cluster_reply', 'moved', undef, raw_reply($nodes[0], 'GET', 'c'));
+$_->stop for @nodes;
+
+my $replica = RedisServer->start(conf => ['replicaof 127.0.0.1 ' . $redis->port]);
+my $sentinel = RedisServer->start(sentinel => 1);
+$sentinel->cmd('SENTINEL', 'MONITOR', 'throttle', '127.0.0.1', $redis->port, 1);
+write_seed('cluster_reply', 'sentinel', undef,
+           raw_reply($sentinel, 'SENTINEL', 'get-master-addr-by-name', 'throttle'),
+           raw_reply($sentinel, 'SENTINEL', 'get-master-addr-by-name', 'other'));
+write_seed('cluster_reply', 'roles', undef,
+           map { raw_reply($_, 'ROLE') } $redis, $replica, $sentinel);
+$_->stop for $sentinel, $replica;
 
 $redis->stop;

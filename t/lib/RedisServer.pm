@@ -74,6 +74,11 @@ C<redis-cli --tls>.
 
 A fixed port (a restart keeps its port anyway).
 
+=item sentinel => 1
+
+A sentinel (C<--sentinel>), with no master to monitor yet (C<SENTINEL
+MONITOR> adds one).
+
 =back
 
 The harness connects as its own ACL user C<harness> (added to every
@@ -125,6 +130,7 @@ sub start {
         port  => $o{port} || free_port(),
         extra => ref $o{conf} ? join("\n", @{ $o{conf} }) : ($o{conf} // ''),
         tls   => $o{tls} ? ($o{tls_fixtures} || tls_fixtures("$dir/tls")) : undef,
+        sentinel => $o{sentinel},
     }, $class;
 
     # a port picked free can be taken before the server binds it (other
@@ -169,7 +175,8 @@ sub _write_conf {
 sub _run {
     my ($self) = @_;
     my @cmd = ($SERVER, "$self->{path}/redis.conf",
-               '--save', '', '--appendonly', 'no');
+               '--save', '', '--appendonly', 'no',
+               $self->{sentinel} ? '--sentinel' : ());
     $self->{pid} = fork_child(sub {
         open STDOUT, '>', '/dev/null';
         # stderr stays: redis-server reports bad configuration there
