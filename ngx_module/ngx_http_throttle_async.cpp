@@ -19,6 +19,10 @@
 
 #include "ngx_http_throttle_async.h"
 
+#include "throttle/redis.hpp"
+
+#include <algorithm>
+
 static void ngx_http_throttle_async_tick(ngx_event_t *ev) noexcept;
 
 /* How often at most a worker shutting down waits for its last tick. */
@@ -200,19 +204,65 @@ ngx_http_throttle_async_claim(ngx_http_throttle_zone_t *zone,
     return round;
 }
 
-/* Sends the round's keys, NGX_HTTP_THROTTLE_ASYNC_BATCH a call. */
+/* On a Cluster a call's keys must share a slot: the round's keys are put
+ * in the order of their shards (throttle::async_shard()), so that a call
+ * takes keys of one shard. */
+static void
+ngx_http_throttle_async_by_shard(
+    ngx_http_throttle_async_round_t *round) noexcept
+{
+    ngx_http_throttle_async_key_t *k, *end = round->keys + round->nkeys;
+
+    for (k = round->keys; k < end; k++) {
+        k->shard = (u_char) throttle::async_shard(
+            throttle::ZoneKey::stored(k->data, k->len, k->hashed));
+    }
+
+    std::sort(round->keys, end,
+              [](const ngx_http_throttle_async_key_t &a,
+                 const ngx_http_throttle_async_key_t &b) {
+                  return a.shard < b.shard;
+              });
+}
+
+/* How many keys from "first" on go in one call: up to
+ * NGX_HTTP_THROTTLE_ASYNC_BATCH, of one shard on a Cluster. */
+static ngx_uint_t
+ngx_http_throttle_async_batch(ngx_http_throttle_async_round_t *round,
+                              ngx_uint_t first, bool one_shard) noexcept
+{
+    ngx_uint_t n, max;
+
+    max = ngx_min(round->nkeys - first,
+                  (ngx_uint_t) NGX_HTTP_THROTTLE_ASYNC_BATCH);
+
+    for (n = 1; n < max; n++) {
+        if (one_shard
+            && round->keys[first + n].shard != round->keys[first].shard) {
+            break;
+        }
+    }
+
+    return n;
+}
+
+/* Sends the round's keys in calls of one batch each. */
 static void
 ngx_http_throttle_async_send_round(ngx_http_throttle_async_round_t *round,
                                    int64_t now) noexcept
 {
     ngx_uint_t first, n;
+    bool one_shard = ngx_http_throttle_redis_clustered(round->zone->redis);
 
     round->sent_at = now;
     round->pending = 1; /* until every call is out */
 
+    if (one_shard) {
+        ngx_http_throttle_async_by_shard(round);
+    }
+
     for (first = 0; first < round->nkeys; first += n) {
-        n = ngx_min(round->nkeys - first,
-                    (ngx_uint_t) NGX_HTTP_THROTTLE_ASYNC_BATCH);
+        n = ngx_http_throttle_async_batch(round, first, one_shard);
         ngx_http_throttle_async_send(round, first, n);
     }
 

@@ -17,6 +17,7 @@ typedef struct {
     u_char                *data; /* the key as the zone stores it */
     u_short                len;
     u_char                 hashed;
+    u_char                 shard; /* on a Cluster: the slot it syncs in */
     throttle::PendingUnits units; /* taken from the node */
 } ngx_http_throttle_async_key_t;
 

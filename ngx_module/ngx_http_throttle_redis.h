@@ -24,21 +24,35 @@ typedef struct ngx_http_throttle_redis_worker_s
 
 typedef struct ngx_http_throttle_redis_cmd_s ngx_http_throttle_redis_cmd_t;
 
+/* What a backend's addresses are: the one Redis, the nodes a Cluster is
+ * first asked about, or the sentinels that know the master. */
+typedef enum {
+    NGX_HTTP_THROTTLE_REDIS_SERVER = 0,
+    NGX_HTTP_THROTTLE_REDIS_CLUSTER,
+    NGX_HTTP_THROTTLE_REDIS_SENTINEL
+} ngx_http_throttle_redis_topology_e;
+
 /* A "throttle_redis" backend, as configured. */
 typedef struct {
-    ngx_str_t  name;
-    ngx_url_t  url;
-    ngx_str_t  username;
-    ngx_str_t  password;
-    ngx_int_t  database;
-    ngx_flag_t tls;
-    ngx_flag_t tls_verify;
-    ngx_str_t  tls_trusted_certificate;
-    ngx_str_t  tls_name;
-    ngx_msec_t connect_timeout;
-    ngx_msec_t timeout;
-    ngx_uint_t keepalive;
-    ngx_str_t  prefix;
+    ngx_str_t   name;
+    ngx_uint_t  topology;
+    ngx_array_t addresses; /* of ngx_url_t: server=, cluster= or sentinel= */
+    ngx_str_t   master;    /* the name the sentinels know the master by */
+    ngx_str_t   sentinel_username;
+    ngx_str_t   sentinel_password;
+    ngx_int_t   max_redirects;
+    ngx_msec_t  cluster_refresh;
+    ngx_str_t   username;
+    ngx_str_t   password;
+    ngx_int_t   database;
+    ngx_flag_t  tls;
+    ngx_flag_t  tls_verify;
+    ngx_str_t   tls_trusted_certificate;
+    ngx_str_t   tls_name;
+    ngx_msec_t  connect_timeout;
+    ngx_msec_t  timeout;
+    ngx_uint_t  keepalive;
+    ngx_str_t   prefix;
 #if (NGX_SSL)
     ngx_ssl_t *ssl;
 #endif
@@ -86,6 +100,11 @@ ngx_http_throttle_redis_eval(ngx_http_throttle_redis_t            *backend,
                              const ngx_http_throttle_redis_call_t *call,
                              ngx_http_throttle_redis_done_pt       done,
                              void *data) noexcept;
+
+/* Whether each script call must keep to one hash slot (a Cluster): async
+ * batches are then cut at their shard's bounds. */
+bool
+ngx_http_throttle_redis_clustered(ngx_http_throttle_redis_t *backend) noexcept;
 
 /* Whether the backend is backing off after failures: commands fail now. */
 bool ngx_http_throttle_redis_backing_off(

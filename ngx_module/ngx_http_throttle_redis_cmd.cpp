@@ -8,12 +8,14 @@
 
 #include "ngx_http_throttle_redis_conn.h"
 
+#include "throttle/cluster.hpp"
+
 #include <new>
 
-/* A command, with a copy of its arguments (to send it again as EVAL):
- * the keys as they are, the integers in decimal. A setup command (no
- * "call") keeps none. */
-static ngx_http_throttle_redis_cmd_t *
+/* A command, with a copy of its arguments (to send it again as EVAL, or
+ * elsewhere): the keys as they are, the integers in decimal. Another
+ * command (no "call") keeps none. */
+ngx_http_throttle_redis_cmd_t *
 ngx_http_throttle_redis_create_cmd(
     ngx_http_throttle_redis_worker_t     *worker,
     const ngx_http_throttle_redis_call_t *call) noexcept
@@ -91,7 +93,7 @@ ngx_http_throttle_redis_append(ngx_http_throttle_redis_conn_t *conn,
 
     if (conn->out_len + len > conn->out_size) {
         size = ngx_max(conn->out_size * 2, conn->out_len + len);
-        out = (u_char *) ngx_alloc(size, conn->worker->log);
+        out = (u_char *) ngx_alloc(size, conn->node->worker->log);
         if (out == NULL) {
             redisFreeCommand(resp);
             return NGX_ERROR;
@@ -139,10 +141,10 @@ ngx_http_throttle_redis_append_eval(ngx_http_throttle_redis_conn_t *conn,
 
     if (argc > 16) {
         /* a batch of async syncs */
-        argv =
-            (const char **) ngx_alloc(argc * sizeof(char *), conn->worker->log);
-        argvlen =
-            (size_t *) ngx_alloc(argc * sizeof(size_t), conn->worker->log);
+        argv = (const char **) ngx_alloc(argc * sizeof(char *),
+                                         conn->node->worker->log);
+        argvlen = (size_t *) ngx_alloc(argc * sizeof(size_t),
+                                       conn->node->worker->log);
         if (argv == NULL || argvlen == NULL) {
             ngx_free(argv);
             ngx_free(argvlen);
@@ -172,61 +174,93 @@ ngx_http_throttle_redis_append_eval(ngx_http_throttle_redis_conn_t *conn,
     return rc;
 }
 
-static ngx_int_t
-ngx_http_throttle_redis_append_setup(ngx_http_throttle_redis_conn_t *conn,
-                                     const char *setup, int argc,
-                                     const char  **argv,
-                                     const size_t *argvlen) noexcept
+/* A command that is not a script, written now; NULL if out of memory. */
+static ngx_http_throttle_redis_cmd_t *
+ngx_http_throttle_redis_append_command(ngx_http_throttle_redis_conn_t *conn,
+                                       ngx_uint_t kind, int argc,
+                                       const char  **argv,
+                                       const size_t *argvlen) noexcept
 {
     ngx_http_throttle_redis_cmd_t *cmd;
 
-    cmd = ngx_http_throttle_redis_create_cmd(conn->worker, NULL);
+    cmd = ngx_http_throttle_redis_create_cmd(conn->node->worker, NULL);
     if (cmd == NULL) {
-        return NGX_ERROR;
+        return NULL;
     }
 
-    cmd->setup = setup;
+    cmd->kind = kind;
 
     if (ngx_http_throttle_redis_append(conn, cmd, argc, argv, argvlen)
         != NGX_OK) {
         ngx_free(cmd);
-        return NGX_ERROR;
+        return NULL;
     }
 
-    return NGX_OK;
+    return cmd;
+}
+
+static ngx_int_t
+ngx_http_throttle_redis_append_setup(ngx_http_throttle_redis_conn_t *conn,
+                                     ngx_uint_t kind, int argc,
+                                     const char  **argv,
+                                     const size_t *argvlen) noexcept
+{
+    return ngx_http_throttle_redis_append_command(conn, kind, argc, argv,
+                                                  argvlen)
+        ? NGX_OK
+        : NGX_ERROR;
+}
+
+static ngx_int_t
+ngx_http_throttle_redis_append_auth(ngx_http_throttle_redis_conn_t *conn,
+                                    ngx_str_t                      *username,
+                                    ngx_str_t *password) noexcept
+{
+    const char *argv[3];
+    size_t      argvlen[3];
+    int         argc = 0;
+
+    if (password->len == 0) {
+        return NGX_OK;
+    }
+
+    argv[argc] = "AUTH";
+    argvlen[argc++] = 4;
+
+    if (username->len) {
+        argv[argc] = (const char *) username->data;
+        argvlen[argc++] = username->len;
+    }
+
+    argv[argc] = (const char *) password->data;
+    argvlen[argc++] = password->len;
+
+    return ngx_http_throttle_redis_append_setup(
+        conn, NGX_HTTP_THROTTLE_REDIS_AUTH, argc, argv, argvlen);
 }
 
 /* AUTH and SELECT go first on a new connection, pipelined with whatever
- * the requests queue behind them. */
+ * the requests queue behind them, and to a master the sentinels named,
+ * ROLE, to be sure it still is one. A sentinel gets its own AUTH only. */
 ngx_int_t
 ngx_http_throttle_redis_queue_setup(
     ngx_http_throttle_redis_conn_t *conn) noexcept
 {
-    ngx_http_throttle_redis_t *backend = conn->worker->backend;
-    const char                *argv[3];
-    size_t                     argvlen[3];
+    ngx_http_throttle_redis_t *backend = conn->node->worker->backend;
+    const char                *argv[2];
+    size_t                     argvlen[2];
     u_char                     db[NGX_INT_T_LEN];
-    int                        argc;
 
-    if (backend->password.len) {
-        argc = 0;
-        argv[argc] = "AUTH";
-        argvlen[argc++] = 4;
+    if (conn->node->sentinel) {
+        return ngx_http_throttle_redis_append_auth(
+            conn, &backend->sentinel_username, &backend->sentinel_password);
+    }
 
-        if (backend->username.len) {
-            argv[argc] = (const char *) backend->username.data;
-            argvlen[argc++] = backend->username.len;
-        }
-
-        argv[argc] = (const char *) backend->password.data;
-        argvlen[argc++] = backend->password.len;
-
-        if (ngx_http_throttle_redis_append_setup(conn, "AUTH", argc, argv,
-                                                 argvlen)
-            != NGX_OK)
-        {
-            return NGX_ERROR;
-        }
+    if (ngx_http_throttle_redis_append_auth(conn, &backend->username,
+                                            &backend->password)
+        != NGX_OK)
+    {
+        return NGX_ERROR;
     }
 
     if (backend->database > 0) {
@@ -235,90 +269,139 @@ ngx_http_throttle_redis_queue_setup(
         argv[1] = (const char *) db;
         argvlen[1] = ngx_sprintf(db, "%i", backend->database) - db;
 
-        if (ngx_http_throttle_redis_append_setup(conn, "SELECT", 2, argv,
-                                                 argvlen)
+        if (ngx_http_throttle_redis_append_setup(
+                conn, NGX_HTTP_THROTTLE_REDIS_SELECT, 2, argv, argvlen)
             != NGX_OK)
         {
             return NGX_ERROR;
         }
     }
 
+    if (backend->topology != NGX_HTTP_THROTTLE_REDIS_SENTINEL) {
+        return NGX_OK;
+    }
+
+    argv[0] = "ROLE";
+    argvlen[0] = 4;
+
+    return ngx_http_throttle_redis_append_setup(
+        conn, NGX_HTTP_THROTTLE_REDIS_ROLE, 1, argv, argvlen);
+}
+
+/* What was just queued goes out: at once if the connection is ready, or
+ * once it is; the timer runs for the oldest command. */
+static void
+ngx_http_throttle_redis_queued(ngx_http_throttle_redis_conn_t *conn) noexcept
+{
+    if (conn->state == NGX_HTTP_THROTTLE_REDIS_READY) {
+        ngx_http_throttle_redis_arm_timer(conn);
+        ngx_http_throttle_redis_flush(conn);
+
+    } else if (!conn->timer.timer_set) {
+        /* connecting: the timer, once set, runs for an older command */
+        ngx_http_throttle_redis_arm_timer(conn);
+    }
+}
+
+/* A script call on a connection that is ready or on its way (then it is
+ * written once the connection is ready), after ASKING if "asking". */
+ngx_int_t
+ngx_http_throttle_redis_conn_send(ngx_http_throttle_redis_conn_t *conn,
+                                  ngx_http_throttle_redis_cmd_t  *cmd,
+                                  bool asking) noexcept
+{
+    const char *argv[1] = {"ASKING"};
+    size_t      argvlen[1] = {6};
+
+    if (asking
+        && ngx_http_throttle_redis_append_setup(
+               conn, NGX_HTTP_THROTTLE_REDIS_ASKING, 1, argv, argvlen)
+            != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    if (ngx_http_throttle_redis_append_eval(conn, cmd) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    ngx_http_throttle_redis_queued(conn);
     return NGX_OK;
 }
 
-/* A script call on a connection that is ready or still connecting (then
- * it is written once the connection is ready); NULL if out of memory. */
+/* A command that is not a script (CLUSTER SLOTS, SENTINEL ...), its reply
+ * to "done" within "timeout"; NULL if out of memory. */
 ngx_http_throttle_redis_cmd_t *
-ngx_http_throttle_redis_conn_eval(ngx_http_throttle_redis_conn_t       *conn,
-                                  const ngx_http_throttle_redis_call_t *call,
-                                  ngx_http_throttle_redis_done_pt       done,
-                                  void *data) noexcept
+ngx_http_throttle_redis_conn_query(ngx_http_throttle_redis_conn_t *conn,
+                                   int argc, const char **argv,
+                                   const size_t *argvlen, ngx_msec_t timeout,
+                                   ngx_http_throttle_redis_done_pt done,
+                                   void *data) noexcept
 {
     ngx_http_throttle_redis_cmd_t *cmd;
 
-    cmd = ngx_http_throttle_redis_create_cmd(conn->worker, call);
+    cmd = ngx_http_throttle_redis_append_command(
+        conn, NGX_HTTP_THROTTLE_REDIS_QUERY, argc, argv, argvlen);
     if (cmd == NULL) {
         return NULL;
     }
 
     cmd->done = done;
     cmd->data = data;
+    cmd->timeout = timeout;
+    cmd->deadline = ngx_current_msec + timeout;
 
-    if (ngx_http_throttle_redis_append_eval(conn, cmd) != NGX_OK) {
-        ngx_free(cmd);
-        return NULL;
-    }
-
-    if (conn->state == NGX_HTTP_THROTTLE_REDIS_READY) {
-        ngx_http_throttle_redis_arm_timer(conn);
-        ngx_http_throttle_redis_flush(conn);
-
-    } else if (!conn->peer.connection->read->timer_set) {
-        /* connecting: the timer, once set, runs for an older command */
-        ngx_http_throttle_redis_arm_timer(conn);
-    }
-
+    ngx_http_throttle_redis_queued(conn);
     return cmd;
 }
 
-/* Hands a reply to the oldest command; false if the connection is gone. */
-bool
-ngx_http_throttle_redis_dispatch(ngx_http_throttle_redis_conn_t *conn,
-                                 redisReply                     *reply) noexcept
+/* A setup command's reply: AUTH, SELECT and ROLE must succeed or the
+ * connection is useless; ASKING's does not matter. False if the
+ * connection is gone. */
+static bool
+ngx_http_throttle_redis_setup_done(ngx_http_throttle_redis_conn_t *conn,
+                                   ngx_http_throttle_redis_cmd_t  *cmd,
+                                   redisReply *reply) noexcept
 {
-    char                           err[256];
-    ngx_queue_t                   *q;
-    ngx_http_throttle_redis_cmd_t *cmd;
+    static const char *names[] = {"", "", "AUTH", "SELECT", "ROLE", "ASKING"};
+    char               err[256];
 
-    if (ngx_queue_empty(&conn->awaiting)) {
-        ngx_http_throttle_redis_fail(conn, "reply to no command");
+    if (cmd->kind == NGX_HTTP_THROTTLE_REDIS_ROLE
+        && reply->type != REDIS_REPLY_ERROR && !throttle::role_is_master(reply))
+    {
+        ngx_http_throttle_redis_fail(conn,
+                                     "not a master (a failover?): "
+                                     "asking the sentinels again");
         return false;
     }
 
-    q = ngx_queue_head(&conn->awaiting);
-    cmd = ngx_queue_data(q, ngx_http_throttle_redis_cmd_t, queue);
-
-    if (cmd->setup) {
-        /* AUTH or SELECT: an error leaves the connection useless */
-        if (reply->type == REDIS_REPLY_ERROR) {
-            ngx_snprintf((u_char *) err, sizeof(err) - 1, "%s failed: %*s%Z",
-                         cmd->setup, (size_t) ngx_min(reply->len, 200),
-                         reply->str);
-            ngx_http_throttle_redis_fail(conn, err);
-            return false;
-        }
-
-        ngx_queue_remove(q);
-        ngx_free(cmd);
-        return true;
+    if (reply->type == REDIS_REPLY_ERROR
+        && cmd->kind != NGX_HTTP_THROTTLE_REDIS_ASKING)
+    {
+        ngx_snprintf((u_char *) err, sizeof(err) - 1, "%s failed: %*s%Z",
+                     names[cmd->kind], (size_t) ngx_min(reply->len, 200),
+                     reply->str);
+        ngx_http_throttle_redis_fail(conn, err);
+        return false;
     }
 
-    ngx_queue_remove(q);
+    ngx_queue_remove(&cmd->queue);
+    ngx_free(cmd);
+    return true;
+}
 
-    if (reply->type == REDIS_REPLY_ERROR && !cmd->sent_source
-        && ngx_strncmp(reply->str, "NOSCRIPT", 8) == 0)
+/* An error reply to a script: Redis lost it (NOSCRIPT: EVAL puts it
+ * back), or the Cluster or the sentinels' master sends it elsewhere.
+ * True if the command was taken care of. */
+static bool
+ngx_http_throttle_redis_steer(ngx_http_throttle_redis_conn_t *conn,
+                              ngx_http_throttle_redis_cmd_t  *cmd,
+                              redisReply                     *reply) noexcept
+{
+    if (!cmd->sent_source
+        && throttle::read_error({reply->str, (size_t) reply->len}).kind
+            == throttle::ErrorKind::noscript)
     {
-        /* Redis restarted or SCRIPT FLUSH: EVAL puts the script back */
         cmd->sent_source = 1;
         cmd->deadline = ngx_current_msec + cmd->timeout;
 
@@ -326,14 +409,59 @@ ngx_http_throttle_redis_dispatch(ngx_http_throttle_redis_conn_t *conn,
             ngx_http_throttle_redis_flush(conn);
             return true;
         }
+
+        return false;
     }
 
-    conn->worker->failures = 0;
+    switch (conn->node->worker->backend->topology) {
 
-    if (cmd->done) {
-        cmd->done(cmd->data, reply, NULL, true);
+    case NGX_HTTP_THROTTLE_REDIS_CLUSTER:
+        return ngx_http_throttle_redis_cluster_steer(conn, cmd, reply);
+
+    case NGX_HTTP_THROTTLE_REDIS_SENTINEL:
+        return ngx_http_throttle_redis_sentinel_steer(conn, cmd, reply);
+
+    default:
+        return false;
+    }
+}
+
+/* Hands a reply to the oldest command; false if the connection is gone. */
+bool
+ngx_http_throttle_redis_dispatch(ngx_http_throttle_redis_conn_t *conn,
+                                 redisReply                     *reply) noexcept
+{
+    ngx_queue_t                   *q;
+    ngx_http_throttle_redis_cmd_t *cmd;
+
+    if (ngx_queue_empty(&conn->awaiting)) {
+        if (conn->watching) {
+            ngx_http_throttle_redis_sentinel_news(conn, reply);
+            return conn->state != NGX_HTTP_THROTTLE_REDIS_CLOSED;
+        }
+
+        ngx_http_throttle_redis_fail(conn, "reply to no command");
+        return false;
     }
 
-    ngx_free(cmd);
+    q = ngx_queue_head(&conn->awaiting);
+    cmd = ngx_queue_data(q, ngx_http_throttle_redis_cmd_t, queue);
+
+    if (cmd->kind > NGX_HTTP_THROTTLE_REDIS_QUERY) {
+        return ngx_http_throttle_redis_setup_done(conn, cmd, reply);
+    }
+
+    ngx_queue_remove(q);
+
+    if (cmd->kind == NGX_HTTP_THROTTLE_REDIS_SCRIPT
+        && reply->type == REDIS_REPLY_ERROR
+        && ngx_http_throttle_redis_steer(conn, cmd, reply))
+    {
+        return conn->state != NGX_HTTP_THROTTLE_REDIS_CLOSED;
+    }
+
+    conn->node->failures = 0;
+    ngx_http_throttle_redis_finish(cmd, reply, NULL, true);
+
     return conn->state != NGX_HTTP_THROTTLE_REDIS_CLOSED;
 }

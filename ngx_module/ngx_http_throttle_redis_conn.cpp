@@ -25,22 +25,68 @@ ngx_http_throttle_redis_read_replies(ngx_http_throttle_redis_conn_t *conn,
 static void
 ngx_http_throttle_redis_close(ngx_http_throttle_redis_conn_t *conn) noexcept;
 
-/* A new connection, with AUTH and SELECT queued first; NGX_ERROR if there
- * is none (the backend backs off). */
+static void
+ngx_http_throttle_redis_timed_out(ngx_event_t *ev) noexcept
+{
+    ngx_http_throttle_redis_conn_t *conn;
+    char                            err[160];
+
+    conn = (ngx_http_throttle_redis_conn_t *) ev->data;
+
+    ngx_snprintf((u_char *) err, sizeof(err) - 1, "no reply within %M ms%Z",
+                 conn->node->worker->backend->timeout);
+    ngx_http_throttle_redis_fail(conn, err);
+}
+
+/* A new connection, with its setup commands (AUTH, SELECT, ROLE) queued
+ * first; the commands sent meanwhile queue behind them. A master the
+ * sentinels name is asked for first, on every reconnect. NGX_ERROR if out
+ * of memory. */
 ngx_int_t
+ngx_http_throttle_redis_open(ngx_http_throttle_redis_conn_t *conn) noexcept
+{
+    ngx_http_throttle_redis_node_t *node = conn->node;
+
+    conn->timer.handler = ngx_http_throttle_redis_timed_out;
+    conn->timer.data = conn;
+    conn->timer.log = node->worker->log;
+    conn->reader = throttle::open_reply_reader();
+    conn->state = NGX_HTTP_THROTTLE_REDIS_CONNECTING;
+
+    if (conn->reader == NULL
+        || ngx_http_throttle_redis_queue_setup(conn) != NGX_OK) {
+        ngx_http_throttle_redis_fail(conn, "out of memory");
+        return NGX_ERROR;
+    }
+
+    if (node->worker->backend->topology == NGX_HTTP_THROTTLE_REDIS_SENTINEL
+        && !node->sentinel)
+    {
+        ngx_http_throttle_redis_resolve(conn);
+        return NGX_OK;
+    }
+
+    ngx_http_throttle_redis_connect(conn);
+    return NGX_OK;
+}
+
+/* Connects to the node's address; a failure fails the connection (and
+ * what was queued on it). */
+void
 ngx_http_throttle_redis_connect(ngx_http_throttle_redis_conn_t *conn) noexcept
 {
-    ngx_int_t                         rc;
-    ngx_connection_t                 *c;
-    ngx_http_throttle_redis_worker_t *worker = conn->worker;
-    ngx_http_throttle_redis_t        *backend = worker->backend;
+    ngx_int_t                       rc;
+    ngx_connection_t               *c;
+    ngx_http_throttle_redis_node_t *node = conn->node;
+
+    conn->state = NGX_HTTP_THROTTLE_REDIS_CONNECTING;
 
     ngx_memzero(&conn->peer, sizeof(ngx_peer_connection_t));
-    conn->peer.sockaddr = backend->url.addrs[0].sockaddr;
-    conn->peer.socklen = backend->url.addrs[0].socklen;
-    conn->peer.name = &backend->url.addrs[0].name;
+    conn->peer.sockaddr = &node->sockaddr.sockaddr;
+    conn->peer.socklen = node->socklen;
+    conn->peer.name = &node->name;
     conn->peer.get = ngx_event_get_peer;
-    conn->peer.log = worker->log;
+    conn->peer.log = node->worker->log;
     /* nginx's own I/O and TLS errors on this connection at info: the
      * limited line from fail() says what went wrong */
     conn->peer.log_error = NGX_ERROR_INFO;
@@ -52,36 +98,28 @@ ngx_http_throttle_redis_connect(ngx_http_throttle_redis_conn_t *conn) noexcept
             ngx_close_connection(conn->peer.connection);
             conn->peer.connection = NULL;
         }
-        ngx_http_throttle_redis_back_off(worker, "connect failed");
-        return NGX_ERROR;
+        ngx_http_throttle_redis_fail(conn, "connect failed");
+        return;
     }
 
     c = conn->peer.connection;
     c->data = conn;
-    conn->state = NGX_HTTP_THROTTLE_REDIS_CONNECTING;
-    c->pool = ngx_create_pool(512, worker->log);
-    conn->reader = throttle::open_reply_reader();
+    c->pool = ngx_create_pool(512, node->worker->log);
 
-    if (c->pool == NULL || conn->reader == NULL) {
+    if (c->pool == NULL) {
         ngx_http_throttle_redis_fail(conn, "out of memory");
-        return NGX_ERROR;
+        return;
     }
 
     c->read->handler = ngx_http_throttle_redis_connect_handler;
     c->write->handler = ngx_http_throttle_redis_connect_handler;
 
-    if (ngx_http_throttle_redis_queue_setup(conn) != NGX_OK) {
-        ngx_http_throttle_redis_fail(conn, "out of memory");
-        return NGX_ERROR;
-    }
-
     if (rc == NGX_AGAIN) {
-        ngx_add_timer(c->write, backend->connect_timeout);
-        return NGX_OK;
+        ngx_add_timer(c->write, node->worker->backend->connect_timeout);
+        return;
     }
 
     ngx_http_throttle_redis_connected(conn);
-    return NGX_OK;
 }
 
 static void
@@ -115,7 +153,7 @@ static void
 ngx_http_throttle_redis_connected(ngx_http_throttle_redis_conn_t *conn) noexcept
 {
 #if (NGX_SSL)
-    if (conn->worker->backend->tls) {
+    if (conn->node->worker->backend->tls) {
         ngx_http_throttle_redis_start_tls(conn);
         return;
     }
@@ -147,11 +185,11 @@ ngx_http_throttle_redis_ready(ngx_http_throttle_redis_conn_t *conn) noexcept
     }
 }
 
-/* The read timer: the oldest command's deadline, none when none waits. */
+/* The timer: the oldest command's deadline, none when none waits. */
 void
 ngx_http_throttle_redis_arm_timer(ngx_http_throttle_redis_conn_t *conn) noexcept
 {
-    ngx_event_t                   *rev = conn->peer.connection->read;
+    ngx_event_t                   *rev = &conn->timer;
     ngx_http_throttle_redis_cmd_t *head;
     ngx_msec_int_t                 left;
 
@@ -222,16 +260,8 @@ ngx_http_throttle_redis_read_handler(ngx_event_t *ev) noexcept
     ngx_connection_t               *c = (ngx_connection_t *) ev->data;
     ngx_http_throttle_redis_conn_t *conn;
     u_char                          buf[NGX_HTTP_THROTTLE_REDIS_READ_SIZE];
-    char                            err[160];
 
     conn = (ngx_http_throttle_redis_conn_t *) c->data;
-
-    if (ev->timedout) {
-        ngx_snprintf((u_char *) err, sizeof(err) - 1, "no reply within %M ms%Z",
-                     conn->worker->backend->timeout);
-        ngx_http_throttle_redis_fail(conn, err);
-        return;
-    }
 
     for (;;) {
         n = c->recv(c, buf, sizeof(buf));
@@ -314,6 +344,10 @@ ngx_http_throttle_redis_close(ngx_http_throttle_redis_conn_t *conn) noexcept
 
     conn->state = NGX_HTTP_THROTTLE_REDIS_CLOSED;
 
+    if (conn->timer.timer_set) {
+        ngx_del_timer(&conn->timer);
+    }
+
     if (c) {
 #if (NGX_SSL)
         if (c->ssl) {
@@ -341,11 +375,11 @@ ngx_http_throttle_redis_close(ngx_http_throttle_redis_conn_t *conn) noexcept
     conn->written = 0;
 }
 
-/* A failure: the connection goes, the backend backs off, and every command
- * on the connection fails now. */
-void
-ngx_http_throttle_redis_fail(ngx_http_throttle_redis_conn_t *conn,
-                             const char                     *err) noexcept
+/* The connection goes, and every command on it fails now; a failure
+ * ("back_off") makes its node wait before the next connect. */
+static void
+ngx_http_throttle_redis_end(ngx_http_throttle_redis_conn_t *conn,
+                            const char *err, bool back_off) noexcept
 {
     ngx_queue_t                    failed, *q;
     ngx_http_throttle_redis_cmd_t *cmd;
@@ -362,9 +396,12 @@ ngx_http_throttle_redis_fail(ngx_http_throttle_redis_conn_t *conn,
     }
 
     /* the connection is gone before anyone hears of it: a request resumed
-     * below that asks for Redis again finds the backend backing off */
+     * below that asks for Redis again finds the node backing off */
     ngx_http_throttle_redis_close(conn);
-    ngx_http_throttle_redis_back_off(conn->worker, err);
+
+    if (back_off) {
+        ngx_http_throttle_redis_back_off(conn->node, err);
+    }
 
     ngx_queue_init(&failed);
     if (!ngx_queue_empty(&conn->awaiting)) {
@@ -376,11 +413,21 @@ ngx_http_throttle_redis_fail(ngx_http_throttle_redis_conn_t *conn,
         q = ngx_queue_head(&failed);
         ngx_queue_remove(q);
         cmd = ngx_queue_data(q, ngx_http_throttle_redis_cmd_t, queue);
-
-        if (cmd->done) {
-            cmd->done(cmd->data, NULL, err, cmd->sent);
-        }
-
-        ngx_free(cmd);
+        ngx_http_throttle_redis_finish(cmd, NULL, err, cmd->sent);
     }
+}
+
+void
+ngx_http_throttle_redis_fail(ngx_http_throttle_redis_conn_t *conn,
+                             const char                     *err) noexcept
+{
+    ngx_http_throttle_redis_end(conn, err, true);
+}
+
+/* Not a failure of the server: the connection is no longer wanted. */
+void
+ngx_http_throttle_redis_drop(ngx_http_throttle_redis_conn_t *conn,
+                             const char                     *err) noexcept
+{
+    ngx_http_throttle_redis_end(conn, err, false);
 }

@@ -2,8 +2,11 @@
  * Inside the Redis transport: what its files share. The rest of the glue
  * uses ngx_http_throttle_redis.h only.
  *
- *   ngx_http_throttle_redis.cpp       a worker's connections to a backend,
- *                                     which one a command takes, backing off
+ *   ngx_http_throttle_redis.cpp       a worker's nodes of a backend, which
+ *                                     one a command goes to, backing off
+ *   ngx_http_throttle_redis_cluster.cpp  a Cluster's slot map: routing by
+ *                                     slot, MOVED and ASK, refreshes
+ *   ngx_http_throttle_redis_sentinel.cpp  the master the sentinels name
  *   ngx_http_throttle_redis_conn.cpp  one connection: connecting, writing,
  *                                     reading, timeouts, closing
  *   ngx_http_throttle_redis_cmd.cpp   the commands on a connection: written
@@ -23,35 +26,101 @@
 
 typedef enum {
     NGX_HTTP_THROTTLE_REDIS_CLOSED = 0,
+    /* waiting for the sentinels to name the master it is to reach */
+    NGX_HTTP_THROTTLE_REDIS_RESOLVING,
     NGX_HTTP_THROTTLE_REDIS_CONNECTING,
     NGX_HTTP_THROTTLE_REDIS_READY
 } ngx_http_throttle_redis_state_e;
 
+typedef struct ngx_http_throttle_redis_node_s ngx_http_throttle_redis_node_t;
+
 typedef struct {
-    ngx_http_throttle_redis_worker_t *worker;
-    ngx_peer_connection_t             peer;
-    ngx_uint_t                        state;
-    redisReader                      *reader;
-    ngx_queue_t                       awaiting; /* commands, in order */
-    u_char                           *out;      /* to write */
-    size_t                            out_pos;
-    size_t                            out_len;
-    size_t                            out_size;
+    ngx_http_throttle_redis_node_t *node;
+    ngx_peer_connection_t           peer;
+    ngx_uint_t                      state;
+    ngx_event_t                     timer; /* the oldest command's deadline */
+    redisReader                    *reader;
+    ngx_queue_t                     awaiting; /* commands, in order */
+    u_char                         *out;      /* to write */
+    size_t                          out_pos;
+    size_t                          out_len;
+    size_t                          out_size;
     /* bytes ever queued and written on this connection: a command whose
      * end is written has reached Redis */
     uint64_t appended;
     uint64_t written;
+    /* subscribed to a sentinel's news: replies to no command are those */
+    unsigned watching : 1;
 } ngx_http_throttle_redis_conn_t;
 
-struct ngx_http_throttle_redis_worker_s {
-    ngx_http_throttle_redis_t      *backend;
-    ngx_http_throttle_redis_conn_t *conns; /* "keepalive" of them */
-    ngx_uint_t                      next;  /* round robin, modulo "keepalive" */
-    ngx_uint_t                      failures; /* in a row */
-    ngx_msec_t                      retry_at;
-    ngx_http_throttle_log_limit_t   error_log;
-    ngx_log_t                      *log;
+/* A server this worker talks to: the one Redis, a Cluster node, the master
+ * the sentinels name, or a sentinel. Failures back off per node. */
+struct ngx_http_throttle_redis_node_s {
+    ngx_http_throttle_redis_worker_t *worker;
+    ngx_str_t                         name; /* host:port, for the log */
+    ngx_str_t                         host; /* what a certificate is for */
+    ngx_sockaddr_t                    sockaddr;
+    socklen_t                         socklen;      /* 0: no address yet */
+    unsigned                          sentinel : 1; /* asked, not used */
+    ngx_http_throttle_redis_conn_t   *conns;
+    ngx_uint_t                        nconns;
+    ngx_uint_t                        next;     /* round robin over conns */
+    ngx_uint_t                        failures; /* in a row */
+    ngx_msec_t                        retry_at;
+    u_char                            text[NGX_SOCKADDR_STRLEN + 1];
 };
+
+/* A Cluster's slot map, as this worker knows it. */
+typedef struct {
+    /* per slot: the index of its master in "nodes", plus one; 0: none */
+    uint16_t   *owner;
+    unsigned    loaded : 1;     /* some map was read */
+    unsigned    refreshing : 1; /* a CLUSTER SLOTS is on its way */
+    unsigned    shards : 1;     /* asking CLUSTER SHARDS, SLOTS failed */
+    ngx_uint_t  asked;          /* nodes asked in this refresh */
+    ngx_uint_t  ask_next;       /* the next node to ask */
+    ngx_msec_t  started;        /* the last refresh's start */
+    ngx_event_t timer;          /* the next refresh */
+} ngx_http_throttle_redis_slots_t;
+
+/* What the sentinels were asked, and what they said; and the connection
+ * that hears from one of them when a master is replaced. */
+typedef struct {
+    unsigned   resolving : 1; /* a question is on its way */
+    unsigned   unknown : 1;   /* a sentinel does not know the master */
+    ngx_uint_t asked;         /* sentinels asked this time */
+    ngx_http_throttle_redis_conn_t watch;
+    ngx_uint_t                     watch_next; /* the sentinel to watch */
+    ngx_event_t                    rewatch;    /* checks "watch" is there */
+} ngx_http_throttle_redis_resolver_t;
+
+struct ngx_http_throttle_redis_worker_s {
+    ngx_http_throttle_redis_t *backend;
+    /* data nodes: the server, the master, or the Cluster's nodes (those
+     * configured first, kept for ever: a cluster whose every address has
+     * changed is still found through them) */
+    ngx_http_throttle_redis_node_t   **nodes;
+    ngx_uint_t                         nnodes;
+    ngx_uint_t                         next; /* a node to try, round robin */
+    ngx_http_throttle_redis_node_t   **sentinels; /* who answered first */
+    ngx_uint_t                         nsentinels;
+    ngx_http_throttle_redis_slots_t    slots;
+    ngx_http_throttle_redis_resolver_t resolver;
+    ngx_http_throttle_log_limit_t      error_log;
+    ngx_log_t                         *log;
+    unsigned                           exiting : 1;
+};
+
+/* What a command that is not a script is for. */
+typedef enum {
+    NGX_HTTP_THROTTLE_REDIS_SCRIPT = 0,
+    NGX_HTTP_THROTTLE_REDIS_QUERY, /* its reply goes to "done" */
+    /* on a new connection, before any script: an error closes it */
+    NGX_HTTP_THROTTLE_REDIS_AUTH,
+    NGX_HTTP_THROTTLE_REDIS_SELECT,
+    NGX_HTTP_THROTTLE_REDIS_ROLE,  /* not a master: the sentinels are asked */
+    NGX_HTTP_THROTTLE_REDIS_ASKING /* before a command an ASK sent here */
+} ngx_http_throttle_redis_kind_e;
 
 struct ngx_http_throttle_redis_cmd_s {
     ngx_queue_t                     queue;
@@ -59,11 +128,12 @@ struct ngx_http_throttle_redis_cmd_s {
     void                           *data;
     ngx_msec_t                      deadline;
     ngx_msec_t                      timeout;
-    const char                     *setup; /* AUTH, SELECT; NULL: a script */
+    ngx_uint_t                      kind;
     const throttle::Script         *script;
     uint64_t                        end; /* its last byte, in "appended" */
     unsigned                        sent_source : 1; /* as EVAL */
-    unsigned                        sent : 1; /* written, set on failure */
+    unsigned                        sent : 1;  /* written, set on failure */
+    ngx_uint_t                      redirects; /* MOVED and ASK followed */
     ngx_uint_t                      nkeys;
     ngx_uint_t                      nargs; /* keys and ARGV */
     ngx_str_t                       args[1];
@@ -71,12 +141,53 @@ struct ngx_http_throttle_redis_cmd_s {
 
 /* ngx_http_throttle_redis.cpp */
 
-void ngx_http_throttle_redis_back_off(ngx_http_throttle_redis_worker_t *worker,
+void ngx_http_throttle_redis_log_error(ngx_http_throttle_redis_worker_t *worker,
+                                       ngx_str_t                        *where,
+                                       const char *err) noexcept;
+
+void ngx_http_throttle_redis_back_off(ngx_http_throttle_redis_node_t *node,
                                       const char *err) noexcept;
+
+bool ngx_http_throttle_redis_node_backing_off(
+    ngx_http_throttle_redis_node_t *node) noexcept;
+
+ngx_http_throttle_redis_node_t *
+ngx_http_throttle_redis_add_node(ngx_http_throttle_redis_worker_t *worker,
+                                 ngx_addr_t *addr, ngx_str_t *host,
+                                 bool sentinel) noexcept;
+
+void ngx_http_throttle_redis_set_address(ngx_http_throttle_redis_node_t *node,
+                                         struct sockaddr *sockaddr,
+                                         socklen_t        socklen) noexcept;
+
+namespace throttle {
+struct NodeAddress;
+}
+
+bool ngx_http_throttle_redis_parse_address(
+    const throttle::NodeAddress &where, ngx_http_throttle_redis_node_t *asker,
+    ngx_sockaddr_t *sa, socklen_t *len) noexcept;
+
+ngx_http_throttle_redis_conn_t *
+ngx_http_throttle_redis_pick(ngx_http_throttle_redis_node_t *node) noexcept;
+
+bool ngx_http_throttle_redis_send(ngx_http_throttle_redis_node_t *node,
+                                  ngx_http_throttle_redis_cmd_t  *cmd,
+                                  bool asking) noexcept;
+
+void ngx_http_throttle_redis_finish(ngx_http_throttle_redis_cmd_t *cmd,
+                                    redisReply *reply, const char *err,
+                                    bool sent) noexcept;
+
+void ngx_http_throttle_redis_fail_node(ngx_http_throttle_redis_node_t *node,
+                                       const char *err) noexcept;
 
 /* ngx_http_throttle_redis_conn.cpp */
 
 ngx_int_t
+ngx_http_throttle_redis_open(ngx_http_throttle_redis_conn_t *conn) noexcept;
+
+void
 ngx_http_throttle_redis_connect(ngx_http_throttle_redis_conn_t *conn) noexcept;
 
 void
@@ -91,19 +202,66 @@ ngx_http_throttle_redis_flush(ngx_http_throttle_redis_conn_t *conn) noexcept;
 void ngx_http_throttle_redis_fail(ngx_http_throttle_redis_conn_t *conn,
                                   const char                     *err) noexcept;
 
+void ngx_http_throttle_redis_drop(ngx_http_throttle_redis_conn_t *conn,
+                                  const char                     *err) noexcept;
+
 /* ngx_http_throttle_redis_cmd.cpp */
+
+ngx_http_throttle_redis_cmd_t *ngx_http_throttle_redis_create_cmd(
+    ngx_http_throttle_redis_worker_t     *worker,
+    const ngx_http_throttle_redis_call_t *call) noexcept;
 
 ngx_int_t ngx_http_throttle_redis_queue_setup(
     ngx_http_throttle_redis_conn_t *conn) noexcept;
 
-ngx_http_throttle_redis_cmd_t *
-ngx_http_throttle_redis_conn_eval(ngx_http_throttle_redis_conn_t       *conn,
-                                  const ngx_http_throttle_redis_call_t *call,
-                                  ngx_http_throttle_redis_done_pt       done,
-                                  void *data) noexcept;
+ngx_int_t
+ngx_http_throttle_redis_conn_send(ngx_http_throttle_redis_conn_t *conn,
+                                  ngx_http_throttle_redis_cmd_t  *cmd,
+                                  bool asking) noexcept;
+
+ngx_http_throttle_redis_cmd_t *ngx_http_throttle_redis_conn_query(
+    ngx_http_throttle_redis_conn_t *conn, int argc, const char **argv,
+    const size_t *argvlen, ngx_msec_t timeout,
+    ngx_http_throttle_redis_done_pt done, void *data) noexcept;
 
 bool ngx_http_throttle_redis_dispatch(ngx_http_throttle_redis_conn_t *conn,
                                       redisReply *reply) noexcept;
+
+/* ngx_http_throttle_redis_cluster.cpp */
+
+ngx_int_t ngx_http_throttle_redis_cluster_init(
+    ngx_http_throttle_redis_worker_t *worker) noexcept;
+
+ngx_http_throttle_redis_node_t *
+ngx_http_throttle_redis_cluster_route(ngx_http_throttle_redis_worker_t *worker,
+                                      ngx_str_t *key) noexcept;
+
+bool ngx_http_throttle_redis_cluster_steer(ngx_http_throttle_redis_conn_t *conn,
+                                           ngx_http_throttle_redis_cmd_t  *cmd,
+                                           redisReply *reply) noexcept;
+
+void ngx_http_throttle_redis_cluster_refresh_soon(
+    ngx_http_throttle_redis_worker_t *worker) noexcept;
+
+/* ngx_http_throttle_redis_sentinel.cpp */
+
+ngx_int_t
+ngx_http_throttle_redis_sentinel_init(ngx_http_throttle_redis_worker_t *worker,
+                                      ngx_pool_t *pool) noexcept;
+
+void ngx_http_throttle_redis_sentinel_exit(
+    ngx_http_throttle_redis_worker_t *worker) noexcept;
+
+void
+ngx_http_throttle_redis_resolve(ngx_http_throttle_redis_conn_t *conn) noexcept;
+
+void ngx_http_throttle_redis_sentinel_news(ngx_http_throttle_redis_conn_t *conn,
+                                           redisReply *reply) noexcept;
+
+bool
+ngx_http_throttle_redis_sentinel_steer(ngx_http_throttle_redis_conn_t *conn,
+                                       ngx_http_throttle_redis_cmd_t  *cmd,
+                                       redisReply *reply) noexcept;
 
 /* ngx_http_throttle_redis_tls.cpp */
 

@@ -9,11 +9,26 @@
 
 #if (NGX_SSL)
 
-/* The name the certificate must be for, also sent as SNI. */
+/* The name the certificate must be for, also sent as SNI: tls_name=, or
+ * the host the node was configured or announced by, or (a master the
+ * sentinels named) its address, written into "buf". */
 static ngx_str_t *
-ngx_http_throttle_redis_tls_name(ngx_http_throttle_redis_t *backend) noexcept
+ngx_http_throttle_redis_tls_name(ngx_http_throttle_redis_node_t *node,
+                                 ngx_str_t                      *buf) noexcept
 {
-    return backend->tls_name.len ? &backend->tls_name : &backend->url.host;
+    ngx_http_throttle_redis_t *backend = node->worker->backend;
+
+    if (backend->tls_name.len) {
+        return &backend->tls_name;
+    }
+
+    if (node->host.len) {
+        return &node->host;
+    }
+
+    buf->len = ngx_sock_ntop(&node->sockaddr.sockaddr, node->socklen, buf->data,
+                             NGX_SOCKADDR_STRLEN, 0);
+    return buf;
 }
 
 static bool
@@ -65,13 +80,15 @@ static void
 ngx_http_throttle_redis_handshaked(ngx_connection_t *c) noexcept
 {
     long                            rc;
-    ngx_str_t                      *name;
+    ngx_str_t                      *name, buf;
     ngx_http_throttle_redis_conn_t *conn;
     ngx_http_throttle_redis_t      *backend;
     char                            err[256];
+    u_char                          text[NGX_SOCKADDR_STRLEN];
 
     conn = (ngx_http_throttle_redis_conn_t *) c->data;
-    backend = conn->worker->backend;
+    backend = conn->node->worker->backend;
+    buf.data = text;
 
     /* the reasons go through fail(), whose log line is limited to one a
      * second: a bad certificate fails every reconnect */
@@ -92,7 +109,7 @@ ngx_http_throttle_redis_handshaked(ngx_connection_t *c) noexcept
             return;
         }
 
-        name = ngx_http_throttle_redis_tls_name(backend);
+        name = ngx_http_throttle_redis_tls_name(conn->node, &buf);
 
         if (ngx_http_throttle_redis_check_name(c, name) != NGX_OK) {
             ngx_snprintf((u_char *) err, sizeof(err) - 1,
@@ -111,10 +128,11 @@ void
 ngx_http_throttle_redis_start_tls(ngx_http_throttle_redis_conn_t *conn) noexcept
 {
     ngx_int_t                  rc;
-    ngx_str_t                 *name;
+    ngx_str_t                 *name, buf;
     ngx_connection_t          *c = conn->peer.connection;
-    ngx_http_throttle_redis_t *backend = conn->worker->backend;
+    ngx_http_throttle_redis_t *backend = conn->node->worker->backend;
     u_char                     sni[256];
+    u_char                     text[NGX_SOCKADDR_STRLEN];
 
     if (ngx_ssl_create_connection(backend->ssl, c,
                                   NGX_SSL_BUFFER | NGX_SSL_CLIENT)
@@ -124,7 +142,8 @@ ngx_http_throttle_redis_start_tls(ngx_http_throttle_redis_conn_t *conn) noexcept
         return;
     }
 
-    name = ngx_http_throttle_redis_tls_name(backend);
+    buf.data = text;
+    name = ngx_http_throttle_redis_tls_name(conn->node, &buf);
 
     /* SNI takes a host name, not an address */
     if (name->len && name->len < sizeof(sni)

@@ -70,7 +70,7 @@ invalid parameter "server=no-such-host.invalid:6379" in "throttle_redis": host n
 --- http_config
 throttle_redis main timeout=50ms;
 --- must_die
-"throttle_redis" "main" must have "server=host:port" parameter
+"throttle_redis" "main" must have "server=host:port", "cluster=host:port,..." or "sentinel=host:port,..." parameter
 
 
 

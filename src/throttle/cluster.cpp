@@ -60,15 +60,15 @@ read_decimal(std::string_view digits, unsigned low, unsigned high,
     return v >= low;
 }
 
-// Whether a node's host is one to connect to. Redis gives "?" for a node
-// configured to announce a hostname it lacks, "" for a node that does not
-// know its own address yet, and nil (in CLUSTER SLOTS) when told to
-// announce no endpoint at all: none says where the slots are.
+// Whether a node's host says where it is. Redis gives "?" for a node
+// configured to announce a hostname it lacks: no one knows. An empty host
+// ("", a node that does not know its own address yet) or nil (CLUSTER
+// SLOTS told to announce no endpoint) means the node that answered, at the
+// port given: the empty host the reader passes on.
 bool
 known_endpoint(const redisReply *host) noexcept
 {
-    return host->type != REDIS_REPLY_NIL && host->len != 0
-        && text_of(host) != "?";
+    return host->type == REDIS_REPLY_NIL || text_of(host) != "?";
 }
 
 const char *
@@ -405,6 +405,29 @@ role_is_master(const redisReply *reply) noexcept
     return reply != nullptr && reply->type == REDIS_REPLY_ARRAY
         && reply->elements >= 1 && is_string(reply->element[0])
         && text_of(reply->element[0]) == "master";
+}
+
+} // namespace throttle
+
+namespace throttle {
+
+bool
+switches_master(const redisReply *reply, std::string_view master) noexcept
+{
+    if (reply == nullptr || reply->type != REDIS_REPLY_ARRAY
+        || reply->elements != 3 || !is_string(reply->element[0])
+        || !is_string(reply->element[1]) || !is_string(reply->element[2])
+        || text_of(reply->element[0]) != "message"
+        || text_of(reply->element[1]) != "+switch-master")
+    {
+        return false;
+    }
+
+    std::string_view text = text_of(reply->element[2]);
+
+    return text.size() > master.size()
+        && text.substr(0, master.size()) == master
+        && text[master.size()] == ' ';
 }
 
 } // namespace throttle

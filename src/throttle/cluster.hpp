@@ -39,9 +39,9 @@ using SlotRangeFn = bool (*)(void *data, const SlotRange &range);
 // Reads a CLUSTER SLOTS reply (an array of [first, last, [host, port, id,
 // ...], replicas...]): null on success, else what was wrong (an error
 // reply's text points into the reply). Ranges must be within the slots,
-// first <= last, with a host and a port in 1..65535; a range whose master
-// has no known endpoint (host "" or "?", or nil) is skipped, as Redis says
-// of a node it cannot reach.
+// first <= last, with a host and a port in 1..65535. A range whose master
+// has an unknown endpoint (host "?") is skipped; an empty or nil host, which
+// Redis gives for "the node you asked", is passed on empty.
 const char *read_cluster_slots(const redisReply *reply, SlotRangeFn each,
                                void *data) noexcept;
 
@@ -50,8 +50,8 @@ const char *read_cluster_slots(const redisReply *reply, SlotRangeFn each,
 // "endpoint", "port" or "tls-port", "role" and "health")): each range of a
 // shard goes to its master whose health is "online" ("ip" when the node
 // has one, else "endpoint"; "tls-port" when `tls` and the node has one,
-// else "port"). A shard with no online master, or one whose host is "" or
-// "?", is skipped.
+// else "port"). A shard with no online master, or one whose host is "?",
+// is skipped; an empty host is passed on empty, as above.
 const char *read_cluster_shards(const redisReply *reply, SlotRangeFn each,
                                 void *data, bool tls) noexcept;
 
@@ -92,6 +92,11 @@ struct MasterAddress {
 };
 
 MasterAddress read_master_address(const redisReply *reply) noexcept;
+
+// Whether a message a sentinel published on "+switch-master" ([message,
+// +switch-master, "<name> <old host> <old port> <new host> <new port>"])
+// says that the master called `master` was replaced.
+bool switches_master(const redisReply *reply, std::string_view master) noexcept;
 
 // Whether a ROLE reply says "master".
 bool role_is_master(const redisReply *reply) noexcept;

@@ -440,6 +440,42 @@ TEST(Role, MalformedRoles)
     EXPECT_TRUE(role_is_master(read_reply("*1\r\n$6\r\nmaster\r\n").get()));
 }
 
+// A message as a sentinel publishes it on "+switch-master".
+std::string
+switch_message(std::string_view channel, std::string_view text)
+{
+    std::string resp = "*3\r\n$7\r\nmessage\r\n";
+    resp += "$" + std::to_string(channel.size()) + "\r\n";
+    resp += channel;
+    resp += "\r\n$" + std::to_string(text.size()) + "\r\n";
+    resp += text;
+    return resp + "\r\n";
+}
+
+TEST(Sentinel, SwitchMasterMessages)
+{
+    const std::string moved = "mm 127.0.0.1 7201 127.0.0.1 7202";
+
+    EXPECT_TRUE(switches_master(
+        read_reply(switch_message("+switch-master", moved)).get(), "mm"));
+    // another master, one whose name starts alike, another channel
+    EXPECT_FALSE(switches_master(
+        read_reply(switch_message("+switch-master", moved)).get(), "other"));
+    EXPECT_FALSE(switches_master(
+        read_reply(switch_message("+switch-master", moved)).get(), "m"));
+    EXPECT_FALSE(switches_master(
+        read_reply(switch_message("+sdown", moved)).get(), "mm"));
+    EXPECT_FALSE(switches_master(
+        read_reply(switch_message("+switch-master", "mm")).get(), "mm"));
+    // SUBSCRIBE's own answer, and no message at all
+    EXPECT_FALSE(switches_master(
+        read_reply("*3\r\n$9\r\nsubscribe\r\n$14\r\n+switch-master\r\n"
+                   ":1\r\n")
+            .get(),
+        "mm"));
+    EXPECT_FALSE(switches_master(nullptr, "mm"));
+}
+
 // --- redirections and other errors
 
 TEST(ErrorReply, Kinds)
@@ -644,7 +680,7 @@ TEST(SlotsReply, Malformed)
     EXPECT_STREQ(read_cluster_slots(nullptr, collect, nullptr), "no reply");
 }
 
-TEST(SlotsReply, UnknownEndpointsAreSkipped)
+TEST(SlotsReply, UnknownEndpointsAreSkippedEmptyOnesAreTheAskers)
 {
     const MapRead read = slots_of(
         "*5\r\n" + slots_entry(":0\r\n", ":9\r\n", bulk("?"), ":7000\r\n")
@@ -654,7 +690,9 @@ TEST(SlotsReply, UnknownEndpointsAreSkipped)
         // a replica after the master, as Redis sends them
         + "*4\r\n:40\r\n:16383\r\n*2\r\n" + bulk("h") + ":1\r\n*2\r\n"
         + bulk("r") + ":2\r\n");
-    EXPECT_EQ(ranges(read), "30-39 ::1:7003, 40-16383 h:1");
+    // "?": nobody knows; "" and nil: the node asked, at that port
+    EXPECT_EQ(ranges(read),
+              "10-19 :7001, 20-29 :7002, 30-39 ::1:7003, 40-16383 h:1");
     // an empty map: a cluster with no slots yet
     EXPECT_EQ(slots_of("*0\r\n").error, nullptr);
 }
