@@ -72,6 +72,11 @@ C<redis-cli --tls>.
 
 A fixed port (a restart keeps its port anyway).
 
+=item sentinel => 1
+
+C<redis-server --sentinel>: a Sentinel (its C<sentinel ...> lines come
+with C<conf>; it rewrites its configuration file as it learns).
+
 =back
 
 The harness connects as its own ACL user C<harness> (added to every
@@ -123,6 +128,7 @@ sub start {
         port  => $o{port} || free_port(),
         extra => ref $o{conf} ? join("\n", @{ $o{conf} }) : ($o{conf} // ''),
         tls   => $o{tls} ? ($o{tls_fixtures} || tls_fixtures("$dir/tls")) : undef,
+        sentinel => $o{sentinel},
     }, $class;
 
     # a port picked free can be taken before the server binds it (other
@@ -167,7 +173,8 @@ sub _write_conf {
 sub _run {
     my ($self) = @_;
     my @cmd = ($SERVER, "$self->{path}/redis.conf",
-               '--save', '', '--appendonly', 'no');
+               $self->{sentinel} ? '--sentinel'
+                                 : ('--save', '', '--appendonly', 'no'));
     $self->{pid} = fork_child(sub {
         open STDOUT, '>', '/dev/null';
         # stderr stays: redis-server reports bad configuration there
@@ -518,8 +525,10 @@ sub keys_matching {
 C<tls_fixtures($dir)> makes, with openssl, in C<$dir> (created): a CA
 (C<ca>, C<ca_key>), a server certificate (C<cert>, C<key>) for CN
 C<localhost> with subjectAltName DNS:localhost and IP:127.0.0.1 signed by
-that CA, and an unrelated CA (C<other_ca>). Returns a hash ref of the
-paths (and C<dir>). EC P-256 keys: quick to make.
+that CA (for serverAuth and clientAuth: cluster nodes present it to
+one another on the TLS cluster bus), and an unrelated CA (C<other_ca>).
+Returns a hash ref of the paths (and C<dir>). EC P-256 keys: quick to
+make.
 
 =cut
 
@@ -555,7 +564,7 @@ sub tls_fixtures {
     print $fh "subjectAltName=DNS:localhost,IP:127.0.0.1\n"
             . "basicConstraints=CA:FALSE\n"
             . "keyUsage=digitalSignature,keyEncipherment\n"
-            . "extendedKeyUsage=serverAuth\n";
+            . "extendedKeyUsage=serverAuth,clientAuth\n";
     close $fh;
     my @steps = (
         ['openssl', 'req', '-x509', @key, '-keyout', $f{ca_key},
