@@ -550,74 +550,37 @@ invalid parameter "master=" in "throttle_redis": a master name
 
 
 
-=== TEST 61: cluster= with a single seed starts; unreachable, requests get throttle_on_error
+=== TEST 61: good edge cases start: one seed, an IPv6 seed among several, max_redirects/cluster_refresh at their bounds, cluster= with tls and a password, sentinel= with every parameter; nothing answers there: throttle_on_error
 --- redis
 closed
---- http_config
-throttle_redis main cluster=127.0.0.1:$TEST_REDIS_PORT connect_timeout=100ms;
-throttle_zone $http_x_key zone=z:1m rate=1r/m burst=0 redis=main;
---- config
-location / {
-    throttle zone=z;
-    add_header X-Status $throttle_status always;
-}
---- requests
-GET /a.txt => 200
-  > X-Key: k
-  X-Status: ERROR_ALLOWED
-
-
-
-=== TEST 62: cluster= with an IPv6 seed, several seeds, and max_redirects/cluster_refresh at their bounds
---- redis
-closed
---- http_config
-throttle_redis main cluster=[::1]:7000,127.0.0.1:$TEST_REDIS_PORT,localhost:7002 max_redirects=0 cluster_refresh=1s connect_timeout=100ms;
-throttle_redis other cluster=127.0.0.1:7000 max_redirects=16 cluster_refresh=1h;
-throttle_zone $http_x_key zone=z:1m rate=1r/m burst=0 redis=main;
---- config
-location / {
-    throttle zone=z;
-    add_header X-Status $throttle_status always;
-}
---- requests
-GET /a.txt => 200
-  > X-Key: k
-  X-Status: ERROR_ALLOWED
-
-
-
-=== TEST 63: cluster= with tls, password and every shared parameter
---- redis
 tls
 --- http_config
-throttle_redis main cluster=127.0.0.1:$TEST_REDIS_PORT password=p username=u tls tls_verify=on tls_trusted_certificate=$TEST_REDIS_TLS_DIR/ca.pem tls_name=localhost connect_timeout=100ms keepalive=4 prefix=c: max_redirects=5 cluster_refresh=10s;
-throttle_zone $http_x_key zone=z:1m rate=1r/m burst=0 redis=main;
+throttle_redis one cluster=127.0.0.1:$TEST_REDIS_PORT connect_timeout=100ms;
+throttle_redis v6 cluster=[::1]:7000,127.0.0.1:$TEST_REDIS_PORT,localhost:7002 max_redirects=0 cluster_refresh=1s connect_timeout=100ms;
+throttle_redis bounds cluster=127.0.0.1:7000 max_redirects=16 cluster_refresh=1h;
+throttle_redis tls cluster=127.0.0.1:$TEST_REDIS_PORT_2 password=p username=u tls tls_verify=on tls_trusted_certificate=$TEST_REDIS_TLS_DIR/ca.pem tls_name=localhost connect_timeout=100ms keepalive=4 prefix=c: max_redirects=5 cluster_refresh=10s;
+throttle_redis watched sentinel=127.0.0.1:$TEST_REDIS_PORT,[::1]:26380 master=mymaster sentinel_username=w sentinel_password=watch password=p username=u database=3 connect_timeout=100ms keepalive=2 prefix=s:;
+throttle_redis watched_tls sentinel=127.0.0.1:26379 master=m tls tls_verify=off sentinel_password=x;
+throttle_zone $http_x_key zone=one:1m rate=1r/m burst=0 redis=one;
+throttle_zone $http_x_key zone=v6:1m rate=1r/m burst=0 redis=v6;
+throttle_zone $http_x_key zone=tls:1m rate=1r/m burst=0 redis=tls;
+throttle_zone $http_x_key zone=watched:1m rate=1r/m burst=0 redis=watched;
 --- config
-location / {
-    throttle zone=z;
-    add_header X-Status $throttle_status always;
-}
+add_header X-Status $throttle_status always;
+location = /one { throttle zone=one; empty_gif; }
+location = /v6 { throttle zone=v6; empty_gif; }
+location = /tls { throttle zone=tls; empty_gif; }
+location = /watched { throttle zone=watched; empty_gif; }
 --- requests
-GET /a.txt => 200
+GET /one => 200
   > X-Key: k
   X-Status: ERROR_ALLOWED
-
-
-
-=== TEST 64: sentinel= with master=, sentinel_password=, sentinel_username= and the data-node parameters
---- redis
-closed
---- http_config
-throttle_redis main sentinel=127.0.0.1:$TEST_REDIS_PORT,[::1]:26380 master=mymaster sentinel_username=w sentinel_password=watch password=p username=u database=3 connect_timeout=100ms keepalive=2 prefix=s:;
-throttle_redis tls_one sentinel=127.0.0.1:26379 master=m tls tls_verify=off sentinel_password=x;
-throttle_zone $http_x_key zone=z:1m rate=1r/m burst=0 redis=main;
---- config
-location / {
-    throttle zone=z;
-    add_header X-Status $throttle_status always;
-}
---- requests
-GET /a.txt => 200
+GET /v6 => 200
+  > X-Key: k
+  X-Status: ERROR_ALLOWED
+GET /tls => 200
+  > X-Key: k
+  X-Status: ERROR_ALLOWED
+GET /watched => 200
   > X-Key: k
   X-Status: ERROR_ALLOWED
