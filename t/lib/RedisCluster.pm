@@ -27,6 +27,7 @@ RedisCluster - a Redis Cluster of real redis-server processes for tests
     $c->reshard(from => 0, to => 1, slots => 100);          # blocking
     my $job = $c->reshard(from => 0, to => 1, slots => 100,
                           background => 1);
+    $c->busy($job);               # whether it still runs
     $c->finish($job);             # (exit code, redis-cli's output)
     $c->command_counts;           # [{ port, evalsha, eval, asking }, ...]
     $c->reset;                    # FLUSHALL + CONFIG RESETSTAT everywhere
@@ -360,19 +361,25 @@ sub reshard {
     return ($rc, $text);
 }
 
+# Whether a background reshard still runs.
+sub busy {
+    my ($self, $job) = @_;
+    return 0 if exists $job->{rc};
+    return 1 unless exited($job->{pid});
+    $job->{rc} = $? >> 8;
+    return 0;
+}
+
 # Waits for a background reshard: (exit code, -1 if it did not end in
-# time; its output); then for every node to agree on the new owners.
+# time or the nodes did not agree afterwards; its output).
 sub finish {
     my ($self, $job, $seconds) = @_;
-    my $rc = -1;
-    if (wait_until($seconds // $TIMEOUT * 6, sub { exited($job->{pid}) }, 0.02)) {
-        $rc = $? >> 8;
-    } else {
+    unless (wait_until($seconds // $TIMEOUT * 6, sub { !$self->busy($job) }, 0.02)) {
         kill_wait($job->{pid}, 'KILL');
+        $job->{rc} = -1;
     }
-    my $text = read_file($job->{out}->filename);
-    $rc = -1 unless $self->wait_stable;
-    return ($rc, $text);
+    my $rc = $self->wait_stable ? $job->{rc} : -1;
+    return ($rc, read_file($job->{out}->filename));
 }
 
 # ---------------------------------------------------------------------------
