@@ -28,7 +28,8 @@ use Time::HiRes qw(sleep time);
 use Processes qw(children_of);
 use RedisCluster;
 use ThrottleTest;
-use ClusterTraffic qw(keys_on_master at_once tally hour_guard no_crash);
+use ClusterTraffic qw(keys_on_master at_once tally hour_guard no_crash
+                      traffic_around);
 
 require_redis_module();
 
@@ -209,21 +210,13 @@ sub failover_under_traffic {
     my ($cluster, $nodes) = @_;
     my @victim = keys_on_master($cluster, 2, 4, 'f');
     my @other = map { keys_on_master($cluster, $_, 2, 'f') } 0, 1;
-    my @all = (@victim, @other);
     my %is_victim = map { $_ => 1 } @victim;
     my @workers = map { [children_of($_->{master})] } @$nodes;
     my $window = $cluster->node_timeout / 1000 + 2;
-    my (@res, $killed);
-    my $t0 = time;
-    while (time - $t0 < 1.5 + $window + 1.5) {
-        if (!$killed && time - $t0 > 1.5) {
-            $cluster->kill_master(2);
-            $killed = time;
-        }
-        my $sent = time;
-        push @res, map { $_->{at} = $sent; $_ }
-            at_once(map { [$nodes->[$_ % 2], '/many', $all[$_]] } 0 .. $#all);
-    }
+    my ($res, $killed) = traffic_around($nodes, '/many', [@victim, @other],
+                                        1.5 + $window + 1.5, 1.5,
+                                        sub { $cluster->kill_master(2) });
+    my @res = @$res;
     my @other_res = grep { !$is_victim{ $_->{key} } } @res;
     is(show(grep { $_->{x_status} !~ /^(PASSED|REJECTED)$/ } @other_res), '',
        'failover: the other masters\' keys never get ERROR_*');

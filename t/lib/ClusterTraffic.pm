@@ -13,7 +13,8 @@ use Test::More ();
 use Time::HiRes qw(time);
 use ThrottleTest ();
 
-our @EXPORT_OK = qw(keys_on_master at_once tally hour_guard no_crash);
+our @EXPORT_OK = qw(keys_on_master at_once tally hour_guard no_crash
+                    traffic_around);
 
 # $count key names PREFIX<n> whose slot lies on master $index of the
 # cluster (masters order), and, with $below, in a slot below it.
@@ -57,6 +58,26 @@ sub at_once {
                      elapsed => time - $t0, error => $res->{error} };
     }
     return @out;
+}
+
+# Rounds of requests (one per key of @$keys on $uri, to the nodes in
+# turn, all at once) for $seconds; $event->() runs once, $event_at
+# seconds in. Returns (the responses, each with {at}: when its round was
+# sent; the time the event ran).
+sub traffic_around {
+    my ($nodes, $uri, $keys, $seconds, $event_at, $event) = @_;
+    my (@res, $event_time);
+    my $t0 = time;
+    while (time - $t0 < $seconds) {
+        if (!$event_time && time - $t0 >= $event_at) {
+            $event->();
+            $event_time = time;
+        }
+        my $sent = time;
+        push @res, map { $_->{at} = $sent; $_ }
+            at_once(map { [$nodes->[$_ % @$nodes], $uri, $keys->[$_]] } 0 .. $#$keys);
+    }
+    return (\@res, $event_time);
 }
 
 # Tallies of responses: { admitted => { key => n }, status => { code =>

@@ -22,6 +22,7 @@ RedisSentinel - a master, a replica and three Sentinels for tests
     @{ $s->{sentinel} };             # the Sentinels (RedisServer objects)
     $s->master_addr($i);             # "127.0.0.1:P" as Sentinel $i says
     $s->failover;          # SENTINEL FAILOVER; waits for the new master
+    $s->start_failover; ...; $s->finish_failover;   # the same, in two
     $s->kill_master;       # SIGKILL; returns the dead master
     $s->wait_for_new_master;         # until the replica is the master
     $s->intact;            # master and replica both run
@@ -174,8 +175,19 @@ sub _names_master {
 # long.
 sub failover {
     my ($self) = @_;
+    $self->start_failover;
+    return $self->finish_failover;
+}
+
+# SENTINEL FAILOVER alone (finish_failover then): for traffic meanwhile.
+sub start_failover {
+    my ($self) = @_;
     my $r = $self->{sentinel}[0]->cmd('SENTINEL', 'FAILOVER', $self->{master_name});
     croak "SENTINEL FAILOVER: $r" unless "$r" eq 'OK';
+}
+
+sub finish_failover {
+    my ($self) = @_;
     $self->wait_for_new_master;
     $self->{replica}->cmd('REPLICAOF', '127.0.0.1', $self->{master}->port);
     wait_until($TIMEOUT * 2, sub { $self->ready }, 0.05)
