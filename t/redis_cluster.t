@@ -29,7 +29,7 @@ use Processes qw(children_of);
 use RedisCluster;
 use ThrottleTest;
 use ClusterTraffic qw(keys_on_master at_once tally hour_guard no_crash
-                      traffic_around);
+                      traffic_around show part);
 
 require_redis_module();
 
@@ -68,9 +68,6 @@ sub start_nodes {
     return map { start_instance(http_config => http_config($backend),
                                 config => $SERVER) } 1 .. 2;
 }
-
-sub show { join "\n", map { "$_->{key} $_->{uri}: $_->{status} $_->{x_status} "
-                            . ($_->{error} // '') } @_ }
 
 # Each key of @keys gets 2 x $LIMIT + 2 requests on $uri, half to each
 # node, all at once: exactly $LIMIT pass per key, none gets ERROR_*.
@@ -241,12 +238,6 @@ sub failover_under_traffic {
 }
 
 # ---------------------------------------------------------------------------
-
-# Runs $code, a part of the file; a part that dies is one failed test.
-sub part {
-    my ($label, $code) = @_;
-    eval { $code->(); 1 } or fail("$label: ran to the end: $@");
-}
 
 part('one cluster, two nginx', sub {
     my $cluster = RedisCluster->start;

@@ -22,7 +22,8 @@ use Time::HiRes qw(sleep time);
 use Processes qw(children_of free_port);
 use RedisSentinel;
 use ThrottleTest;
-use ClusterTraffic qw(at_once tally hour_guard no_crash traffic_around);
+use ClusterTraffic qw(at_once tally hour_guard no_crash traffic_around
+                      show part);
 
 require_redis_module();
 
@@ -56,14 +57,6 @@ location = /async   { throttle zone=async;   empty_gif; }
 location = /unknown { throttle zone=unknown; empty_gif; }
 location = /nobody  { throttle zone=nobody;  empty_gif; }
 SERVER
-
-sub show { join "\n", map { "$_->{key} $_->{uri}: $_->{status} $_->{x_status} "
-                            . ($_->{error} // '') } @_ }
-
-sub part {
-    my ($label, $code) = @_;
-    eval { $code->(); 1 } or fail("$label: ran to the end: $@");
-}
 
 # Each key gets 2 x $LIMIT + 2 requests on $uri at once: $want (default
 # $LIMIT) pass per key, none gets ERROR_*.

@@ -14,7 +14,7 @@ use Time::HiRes qw(time);
 use ThrottleTest ();
 
 our @EXPORT_OK = qw(keys_on_master at_once tally hour_guard no_crash
-                    traffic_around);
+                    traffic_around show part);
 
 # $count key names PREFIX<n> whose slot lies on master $index of the
 # cluster (masters order), and, with $below, in a slot below it.
@@ -105,6 +105,18 @@ sub hour_guard {
     return if $left >= $secs;
     Test::More::note(sprintf 'waiting %.1f s for the hour to turn', $left + 0.5);
     Time::HiRes::sleep($left + 0.5);
+}
+
+# Responses, one line each, for diagnostics.
+sub show {
+    return join "\n", map { "$_->{key} $_->{uri}: $_->{status} $_->{x_status} "
+                            . ($_->{error} // '') } @_;
+}
+
+# Runs $code, a part of a test file; a part that dies is one failed test.
+sub part {
+    my ($label, $code) = @_;
+    eval { $code->(); 1 } or Test::More::fail("$label: ran to the end: $@");
 }
 
 # An instance stopped, its error.log checked: no worker crash, alert or
