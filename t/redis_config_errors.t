@@ -1,5 +1,7 @@
 # nginx -t refuses bad throttle_redis / redis= configurations with a message
 # naming the directive and the offending value; good edge cases start.
+# Blocks 34 on: the Redis Cluster (cluster=) and Sentinel (sentinel=,
+# master=) forms.
 
 use ThrottleTest;
 require_redis_module();
@@ -66,7 +68,7 @@ invalid parameter "server=no-such-host.invalid:6379" in "throttle_redis": host n
 
 
 
-=== TEST 8: no server= at all
+=== TEST 8: no server=, cluster= or sentinel= at all
 --- http_config
 throttle_redis main timeout=50ms;
 --- must_die
@@ -320,3 +322,265 @@ GET /a.txt => 200
 GET /a.txt => 429
   > X-Key: k
   X-Status: REJECTED
+
+
+
+=== TEST 34: server= with cluster=
+--- http_config
+throttle_redis main server=127.0.0.1:6379 cluster=127.0.0.1:7000;
+--- must_die
+"throttle_redis" "main": "cluster=127.0.0.1:7000" cannot be used with "server=
+
+
+
+=== TEST 35: cluster= with server= (the other order)
+--- http_config
+throttle_redis main cluster=127.0.0.1:7000 server=127.0.0.1:6379;
+--- must_die
+"throttle_redis" "main":
+cannot be used with
+"server=
+"cluster=
+
+
+
+=== TEST 36: sentinel= with cluster=
+--- http_config
+throttle_redis main cluster=127.0.0.1:7000 sentinel=127.0.0.1:26379 master=m;
+--- must_die
+"throttle_redis" "main":
+cannot be used with
+"sentinel=
+"cluster=
+
+
+
+=== TEST 37: sentinel= with server=
+--- http_config
+throttle_redis main server=127.0.0.1:6379 sentinel=127.0.0.1:26379 master=m;
+--- must_die
+"throttle_redis" "main":
+cannot be used with "server=
+"sentinel=
+
+
+
+=== TEST 38: database= with cluster=
+--- http_config
+throttle_redis main cluster=127.0.0.1:7000 database=2;
+--- must_die
+"throttle_redis" "main": "database=2" cannot be used with "cluster=": a Redis Cluster has database 0 only
+
+
+
+=== TEST 39: sentinel= without master=
+--- http_config
+throttle_redis main sentinel=127.0.0.1:26379;
+--- must_die
+"throttle_redis" "main": "sentinel=" needs "master="
+
+
+
+=== TEST 40: master= without sentinel=
+--- http_config
+throttle_redis main server=127.0.0.1:6379 master=mymaster;
+--- must_die
+"throttle_redis" "main": "master=mymaster" needs "sentinel="
+
+
+
+=== TEST 41: master= with cluster=, no sentinel=
+--- http_config
+throttle_redis main cluster=127.0.0.1:7000 master=mymaster;
+--- must_die
+"throttle_redis" "main": "master=mymaster" needs "sentinel="
+
+
+
+=== TEST 42: max_redirects= without cluster=
+--- http_config
+throttle_redis main server=127.0.0.1:6379 max_redirects=3;
+--- must_die
+"throttle_redis" "main": "max_redirects=3" needs "cluster="
+
+
+
+=== TEST 43: cluster_refresh= without cluster=
+--- http_config
+throttle_redis main sentinel=127.0.0.1:26379 master=m cluster_refresh=10s;
+--- must_die
+"throttle_redis" "main": "cluster_refresh=10s" needs "cluster="
+
+
+
+=== TEST 44: sentinel_password= without sentinel=
+--- http_config
+throttle_redis main cluster=127.0.0.1:7000 sentinel_password=p;
+--- must_die
+"throttle_redis" "main": "sentinel_password=p" needs "sentinel="
+
+
+
+=== TEST 45: sentinel_username= without sentinel=
+--- http_config
+throttle_redis main server=127.0.0.1:6379 sentinel_username=u sentinel_password=p;
+--- must_die
+"sentinel_username=u" needs "sentinel="
+
+
+
+=== TEST 46: sentinel_username= without sentinel_password=
+--- http_config
+throttle_redis main sentinel=127.0.0.1:26379 master=m sentinel_username=u;
+--- must_die
+"throttle_redis" "main": "sentinel_username=u" needs "sentinel_password="
+
+
+
+=== TEST 47: cluster= with a port that is not a number
+--- http_config
+throttle_redis main cluster=127.0.0.1:7000,127.0.0.1:x;
+--- must_die
+invalid parameter "cluster=127.0.0.1:7000,127.0.0.1:x" in "throttle_redis": invalid port
+~ nginx\.conf:\d+
+
+
+
+=== TEST 48: cluster= with an empty element
+--- http_config
+throttle_redis main cluster=127.0.0.1:7000,,127.0.0.1:7001;
+--- must_die
+invalid parameter "cluster=127.0.0.1:7000,,127.0.0.1:7001" in "throttle_redis": an empty address
+
+
+
+=== TEST 49: cluster= with a trailing comma
+--- http_config
+throttle_redis main cluster=127.0.0.1:7000,;
+--- must_die
+invalid parameter "cluster=127.0.0.1:7000," in "throttle_redis": an empty address
+
+
+
+=== TEST 50: cluster= empty
+--- http_config
+throttle_redis main cluster=;
+--- must_die
+invalid parameter "cluster=" in "throttle_redis": no host
+
+
+
+=== TEST 51: cluster= out of range port
+--- http_config
+throttle_redis main cluster=127.0.0.1:99999;
+--- must_die
+invalid parameter "cluster=127.0.0.1:99999" in "throttle_redis": invalid port
+
+
+
+=== TEST 52: sentinel= with a bad port
+--- http_config
+throttle_redis main sentinel=127.0.0.1:26379,127.0.0.1:y master=m;
+--- must_die
+invalid parameter "sentinel=127.0.0.1:26379,127.0.0.1:y" in "throttle_redis": invalid port
+
+
+
+=== TEST 53: sentinel= empty
+--- http_config
+throttle_redis main sentinel= master=m;
+--- must_die
+invalid parameter "sentinel=" in "throttle_redis": no host
+
+
+
+=== TEST 54: max_redirects above 16
+--- http_config
+throttle_redis main cluster=127.0.0.1:7000 max_redirects=17;
+--- must_die
+invalid parameter "max_redirects=17" in "throttle_redis": redirections per command, 0 to 16
+
+
+
+=== TEST 55: max_redirects not a number
+--- http_config
+throttle_redis main cluster=127.0.0.1:7000 max_redirects=many;
+--- must_die
+invalid parameter "max_redirects=many" in "throttle_redis": redirections per command, 0 to 16
+
+
+
+=== TEST 56: max_redirects negative
+--- http_config
+throttle_redis main cluster=127.0.0.1:7000 max_redirects=-1;
+--- must_die
+invalid parameter "max_redirects=-1" in "throttle_redis"
+
+
+
+=== TEST 57: cluster_refresh below 1s
+--- http_config
+throttle_redis main cluster=127.0.0.1:7000 cluster_refresh=10ms;
+--- must_die
+invalid parameter "cluster_refresh=10ms" in "throttle_redis": from 1s to 1h
+
+
+
+=== TEST 58: cluster_refresh above 1h
+--- http_config
+throttle_redis main cluster=127.0.0.1:7000 cluster_refresh=61m;
+--- must_die
+invalid parameter "cluster_refresh=61m" in "throttle_redis": from 1s to 1h
+
+
+
+=== TEST 59: cluster_refresh not a time
+--- http_config
+throttle_redis main cluster=127.0.0.1:7000 cluster_refresh=soon;
+--- must_die
+invalid parameter "cluster_refresh=soon" in "throttle_redis"
+
+
+
+=== TEST 60: master= empty
+--- http_config
+throttle_redis main sentinel=127.0.0.1:26379 master=;
+--- must_die
+invalid parameter "master=" in "throttle_redis": a master name
+
+
+
+=== TEST 61: good edge cases start: one seed, an IPv6 seed among several, max_redirects/cluster_refresh at their bounds, cluster= with tls and a password, sentinel= with every parameter; nothing answers there: throttle_on_error
+--- redis
+closed
+tls
+--- http_config
+throttle_redis one cluster=127.0.0.1:$TEST_REDIS_PORT connect_timeout=100ms;
+throttle_redis v6 cluster=[::1]:7000,127.0.0.1:$TEST_REDIS_PORT,localhost:7002 max_redirects=0 cluster_refresh=1s connect_timeout=100ms;
+throttle_redis bounds cluster=127.0.0.1:7000 max_redirects=16 cluster_refresh=1h;
+throttle_redis tls cluster=127.0.0.1:$TEST_REDIS_PORT_2 password=p username=u tls tls_verify=on tls_trusted_certificate=$TEST_REDIS_TLS_DIR/ca.pem tls_name=localhost connect_timeout=100ms keepalive=4 prefix=c: max_redirects=5 cluster_refresh=10s;
+throttle_redis watched sentinel=127.0.0.1:$TEST_REDIS_PORT,[::1]:26380 master=mymaster sentinel_username=w sentinel_password=watch password=p username=u database=3 connect_timeout=100ms keepalive=2 prefix=s:;
+throttle_redis watched_tls sentinel=127.0.0.1:26379 master=m tls tls_verify=off sentinel_password=x;
+throttle_zone $http_x_key zone=one:1m rate=1r/m burst=0 redis=one;
+throttle_zone $http_x_key zone=v6:1m rate=1r/m burst=0 redis=v6;
+throttle_zone $http_x_key zone=tls:1m rate=1r/m burst=0 redis=tls;
+throttle_zone $http_x_key zone=watched:1m rate=1r/m burst=0 redis=watched;
+--- config
+add_header X-Status $throttle_status always;
+location = /one { throttle zone=one; empty_gif; }
+location = /v6 { throttle zone=v6; empty_gif; }
+location = /tls { throttle zone=tls; empty_gif; }
+location = /watched { throttle zone=watched; empty_gif; }
+--- requests
+GET /one => 200
+  > X-Key: k
+  X-Status: ERROR_ALLOWED
+GET /v6 => 200
+  > X-Key: k
+  X-Status: ERROR_ALLOWED
+GET /tls => 200
+  > X-Key: k
+  X-Status: ERROR_ALLOWED
+GET /watched => 200
+  > X-Key: k
+  X-Status: ERROR_ALLOWED

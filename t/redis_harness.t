@@ -218,3 +218,170 @@ perl {
     ok(!$ok, "$name: wait_until gives up");
     cmp_ok(time - $t0, '<', 1, "$name: ... in time");
 }
+
+
+
+=== TEST 9: a cluster forms: 3 masters with a replica each, every node agrees; keys live on the master CLUSTER KEYSLOT says; the seeds reach the config
+--- redis
+cluster
+--- config
+location / {
+    add_header X-Seeds "$TEST_REDIS_CLUSTER" always;
+}
+--- requests
+perl {
+    my @m = $cluster->masters;
+    my @r = $cluster->replicas;
+    is(scalar @m, 3, "$name: 3 masters");
+    is(scalar @r, 3, "$name: 3 replicas");
+    ok($cluster->stable, "$name: cluster_state:ok everywhere, one slot map");
+    is(header(request('/a.txt'), 'X-Seeds'), $cluster->seeds,
+       "$name: \$TEST_REDIS_CLUSTER is the seeds");
+    like($cluster->seeds, qr/^127\.0\.0\.1:\d+(,127\.0\.0\.1:\d+){5}$/,
+         "$name: six host:port seeds");
+    my @first = map { $cluster->slots_of($_)->[0][0] } @m;
+    is("@first", '0 5461 10923', "$name: masters in slot order");
+    # keys with known slots (CRC16-XMODEM mod 16384): foo 12182, bar 5061
+    is($cluster->slot_of('foo'), 12182, "$name: slot of foo");
+    is($cluster->master_index_of_key('bar'), 0, "$name: bar on master 0");
+    is($cluster->master_index_of_key('foo'), 2, "$name: foo on master 2");
+    my $owner = $cluster->master_of_key('foo');
+    is($owner->cmd('SET', 'foo', 1), 'OK', "$name: the owner takes foo");
+    like('' . $m[0]->cmd('SET', 'foo', 1), qr/^MOVED 12182 127\.0\.0\.1:${\ $owner->port }$/,
+         "$name: another master redirects to it");
+    is(join(',', $owner->keys_matching('*')), 'foo', "$name: keys_matching");
+    is($cluster->command_counts->[2]{port}, $owner->port, "$name: counts per master");
+    $ThrottleTest::Step::kept_seeds = $cluster->seeds;
+}
+
+
+
+=== TEST 10: the same line: the cluster is kept, emptied; reshard moves the lowest slots, with their keys, blocking or in the background
+--- redis
+cluster
+--- requests
+perl {
+    is($cluster->seeds, $ThrottleTest::Step::kept_seeds,
+       "$name: the same nodes as the last block's");
+    is(join(',', map { $_->keys_matching('*') } $cluster->masters), '',
+       "$name: emptied (FLUSHALL) since the last block");
+    is($cluster->command_counts->[0]{evalsha}, 0, "$name: counts zeroed");
+    $cluster->master_of_key('bar')->cmd('SET', 'bar', 'v');    # slot 5061
+    $cluster->reshard(from => 0, to => 1, slots => 5100);
+    is($cluster->slots_of(($cluster->masters)[0])->[0][0], 5100,
+       "$name: master 0 gave away slots 0-5099");
+    is($cluster->master_index_of_key('bar'), 1, "$name: bar's slot is on master 1");
+    is($cluster->master_of_key('bar')->cmd('GET', 'bar'), 'v', "$name: ... with bar");
+    my $job = $cluster->reshard(from => 1, to => 0, slots => 100, background => 1);
+    my ($rc, $out) = $cluster->finish($job);
+    is($rc, 0, "$name: a background reshard ends") or diag($out);
+    is($cluster->slots_of(($cluster->masters)[0])->[0][0], 0,
+       "$name: master 0 got back slots 0-99");
+    ok($cluster->stable, "$name: the nodes agree afterwards");
+}
+
+
+
+=== TEST 11: the same line again: kill_master (SIGKILL): its replica takes its slots within node timeout + a few seconds; the cluster is then not kept
+--- redis
+cluster
+--- requests
+perl {
+    my $before = $cluster->masters;
+    my @ports = map { $_->port } $cluster->masters;
+    my $dead = $cluster->kill_master(1);
+    ok(!$dead->running, "$name: master 1 is gone");
+    my $t0 = time;
+    ok($cluster->wait_for_failover, "$name: failover");
+    my $took = time - $t0;
+    cmp_ok($took, '<', $cluster->node_timeout / 1000 + 4,
+           sprintf("$name: ... in %.1f s", $took));
+    my @now = map { $_->port } $cluster->masters;
+    is(scalar @now, 3, "$name: 3 masters again");
+    isnt($now[1], $ports[1], "$name: master 1 is a former replica");
+    is("@now[0, 2]", "@ports[0, 2]", "$name: the others unchanged");
+    ok(!$cluster->intact, "$name: not intact: not kept for another block");
+}
+
+
+
+=== TEST 12: a TLS cluster with a password: every node TLS only, the default user needs it
+--- redis
+cluster tls: requirepass s3cret
+--- config
+location / {
+    add_header X-Tls "$TEST_REDIS_TLS_DIR" always;
+}
+--- requests
+perl {
+    is(scalar($cluster->masters), 3, "$name: 3 masters");
+    is(scalar($cluster->replicas), 3, "$name: 3 replicas (replication over TLS)");
+    is(header(request('/a.txt'), 'X-Tls'), $cluster->tls->{dir},
+       "$name: \$TEST_REDIS_TLS_DIR");
+    my $m = $cluster->master_of_key('foo');
+    is($m->cmd('SET', 'foo', 1), 'OK', "$name: SET over TLS");
+    ok(!eval { RedisServer::Client->new(port => $m->port, timeout => 1)
+                   ->cmd('PING') eq 'PONG' }, "$name: no plain text");
+    my ($rc, $out) = Processes::run_cmd([$RedisServer::CLI, '--tls', '--cacert',
+        $cluster->tls->{ca}, '-p', $m->port, 'GET', 'foo']);
+    like($out, qr/NOAUTH/, "$name: the default user needs the password");
+}
+
+
+
+=== TEST 13: sentinel: three Sentinels watch the master; SENTINEL FAILOVER makes the replica master, everywhere
+--- redis
+sentinel
+--- config
+location / {
+    add_header X-Sentinels "$TEST_REDIS_SENTINELS" always;
+    add_header X-Master "$TEST_REDIS_MASTER_NAME" always;
+}
+--- requests
+perl {
+    my $res = request('/a.txt');
+    is(header($res, 'X-Sentinels'), $sentinel->sentinels, "$name: \$TEST_REDIS_SENTINELS");
+    like($sentinel->sentinels, qr/^127\.0\.0\.1:\d+(,127\.0\.0\.1:\d+){2}$/,
+         "$name: three of them");
+    is(header($res, 'X-Master'), 'mymaster', "$name: \$TEST_REDIS_MASTER_NAME");
+    my ($old, $replica) = ($sentinel->master, $sentinel->replica);
+    is($sentinel->master_addr($_), '127.0.0.1:' . $old->port,
+       "$name: sentinel $_ names the master") for 0 .. 2;
+    $old->cmd('SET', 'k', 'v');
+    ok(wait_until(3, sub { ($replica->cmd('GET', 'k') // '') eq 'v' }),
+       "$name: the replica replicates");
+    my $t0 = time;
+    $sentinel->failover;
+    note(sprintf "$name: failover took %.1f s", time - $t0);
+    is($sentinel->master->port, $replica->port, "$name: the replica is the master");
+    is($sentinel->master_addr($_), '127.0.0.1:' . $replica->port,
+       "$name: sentinel $_ says so") for 0 .. 2;
+    is($replica->cmd('ROLE')->[0], 'master', "$name: ROLE master");
+    is($old->cmd('ROLE')->[0], 'slave', "$name: the old master follows it");
+    is($replica->cmd('GET', 'k'), 'v', "$name: with the data");
+}
+
+
+
+=== TEST 14: sentinel with passwords and TLS: SIGKILL of the master, the replica takes over
+--- redis
+sentinel tls: password=s3cret, sentinel_password=watch
+--- requests
+perl {
+    my ($old, $replica) = ($sentinel->master, $sentinel->replica);
+    my $s0 = $sentinel->{sentinel}[0];
+    my ($rc, $out) = Processes::run_cmd([$RedisServer::CLI, '--tls', '--cacert',
+        $sentinel->tls->{ca}, '-p', $s0->port, 'SENTINEL', 'MASTERS']);
+    like($out, qr/NOAUTH/, "$name: the Sentinels want their password");
+    ($rc, $out) = Processes::run_cmd([$RedisServer::CLI, '--tls', '--cacert',
+        $sentinel->tls->{ca}, '-p', $old->port, 'GET', 'k']);
+    like($out, qr/NOAUTH/, "$name: the master wants its password");
+    $sentinel->kill_master;
+    my $t0 = time;
+    $sentinel->wait_for_new_master;
+    my $took = time - $t0;
+    cmp_ok($took, '<', 8, sprintf("$name: a new master in %.1f s", $took));
+    is($sentinel->master->port, $replica->port, "$name: the replica");
+    like($sentinel->master->cmd('ROLE'), qr/^master/, "$name: ROLE master");
+    ok(!$sentinel->intact, "$name: not intact: not kept");
+}

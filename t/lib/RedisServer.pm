@@ -76,8 +76,8 @@ A fixed port (a restart keeps its port anyway).
 
 =item sentinel => 1
 
-A sentinel (C<--sentinel>), with no master to monitor yet (C<SENTINEL
-MONITOR> adds one).
+C<redis-server --sentinel>: a Sentinel (its C<sentinel ...> lines come
+with C<conf>; it rewrites its configuration file as it learns).
 
 =back
 
@@ -175,8 +175,8 @@ sub _write_conf {
 sub _run {
     my ($self) = @_;
     my @cmd = ($SERVER, "$self->{path}/redis.conf",
-               '--save', '', '--appendonly', 'no',
-               $self->{sentinel} ? '--sentinel' : ());
+               $self->{sentinel} ? '--sentinel'
+                                 : ('--save', '', '--appendonly', 'no'));
     $self->{pid} = fork_child(sub {
         open STDOUT, '>', '/dev/null';
         # stderr stays: redis-server reports bad configuration there
@@ -556,8 +556,10 @@ sub keys_matching {
 C<tls_fixtures($dir)> makes, with openssl, in C<$dir> (created): a CA
 (C<ca>, C<ca_key>), a server certificate (C<cert>, C<key>) for CN
 C<localhost> with subjectAltName DNS:localhost and IP:127.0.0.1 signed by
-that CA, and an unrelated CA (C<other_ca>). Returns a hash ref of the
-paths (and C<dir>). EC P-256 keys: quick to make.
+that CA (for serverAuth and clientAuth: cluster nodes present it to
+one another on the TLS cluster bus), and an unrelated CA (C<other_ca>).
+Returns a hash ref of the paths (and C<dir>). EC P-256 keys: quick to
+make.
 
 =cut
 
@@ -593,7 +595,7 @@ sub tls_fixtures {
     print $fh "subjectAltName=DNS:localhost,IP:127.0.0.1\n"
             . "basicConstraints=CA:FALSE\n"
             . "keyUsage=digitalSignature,keyEncipherment\n"
-            . "extendedKeyUsage=serverAuth\n";
+            . "extendedKeyUsage=serverAuth,clientAuth\n";
     close $fh;
     my @steps = (
         ['openssl', 'req', '-x509', @key, '-keyout', $f{ca_key},

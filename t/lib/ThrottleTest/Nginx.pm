@@ -147,12 +147,31 @@ sub expand {
             $d =~ /\btimeout=/ ? "$d;" : "$d timeout=$timeout;"
         }ge;
     }
+    $text = expand_groups($text, @redis);
     if ($text =~ /\$TEST_REDIS_TLS_DIR\b/) {
         my ($tls) = grep { $_->can('tls') && $_->tls } @redis;
         die "\$TEST_REDIS_TLS_DIR: no tls server in --- redis\n" unless $tls;
         my $dir = $tls->tls->{dir};
         $text =~ s/\$TEST_REDIS_TLS_DIR\b/$dir/g;
     }
+    return $text;
+}
+
+# $TEST_REDIS_CLUSTER (the first cluster's nodes), $TEST_REDIS_SENTINELS
+# and $TEST_REDIS_MASTER_NAME (the first sentinel setup's) replaced.
+sub expand_groups {
+    my ($text, @redis) = @_;
+    my %value = (
+        CLUSTER     => [seeds       => grep { $_->can('seeds') } @redis],
+        SENTINELS   => [sentinels   => grep { $_->can('sentinels') } @redis],
+        MASTER_NAME => [master_name => grep { $_->can('sentinels') } @redis],
+    );
+    $text =~ s{\$TEST_REDIS_(CLUSTER|SENTINELS|MASTER_NAME)\b}{
+        my ($method, $group) = @{ $value{$1} };
+        $group ? $group->$method
+               : die "\$TEST_REDIS_$1: no " . ($1 eq 'CLUSTER' ? 'cluster' : 'sentinel')
+                     . " in --- redis\n";
+    }ge;
     return $text;
 }
 

@@ -423,6 +423,8 @@ sub run_perl_step {
             . "my (\$name, \$nginx, \$stash) = \@_;\n"
             . "my \@redis = \@{ \$nginx->{redis} || [] };\n"
             . "my (\$redis, \$redis2) = \@redis;\n"
+            . "my (\$cluster) = grep { \$_->isa('RedisCluster') } \@redis;\n"
+            . "my (\$sentinel) = grep { \$_->isa('RedisSentinel') } \@redis;\n"
             . "our \%stash; local *stash = \$stash;\n"
             . "#line 1 \"$where\"\n"
             . $step->{code}

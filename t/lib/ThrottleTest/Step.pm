@@ -13,6 +13,8 @@ warnings, Test::More and Time::HiRes's C<time> and C<sleep>. It sees:
     $name            the block's name (prefix your test names with it)
     $redis, $redis2, @redis   the --- redis servers (RedisServer objects:
                      cmd, calls, pause, resume, restart, stop, kill_hard...)
+    $cluster, $sentinel  the first cluster and sentinel setup of --- redis
+                     (RedisCluster, RedisSentinel objects), or undef
     $nginx           { port, prefix, log, master, conf, started (its
                      time() before nginx started) }
     %stash           a hash kept across the steps of the block
