@@ -22,23 +22,32 @@
 #define NGX_HTTP_THROTTLE_REDIS_BACKOFF_MAX 2000 /* ms */
 
 /* One line a second at most per backend and worker: a dead Redis under
- * load would otherwise write one line per request. */
+ * load would otherwise write one line per request. A sentinel's failures
+ * have their own line, a warning: the sentinels are there to be
+ * redundant, and their summary ("no sentinel answered") is an error. */
+static void
+ngx_http_throttle_redis_log_limited(ngx_http_throttle_redis_worker_t *worker,
+                                    ngx_http_throttle_log_limit_t    *limit,
+                                    ngx_uint_t level, ngx_str_t *where,
+                                    const char *err) noexcept
+{
+    if (!ngx_http_throttle_log_due(limit, ngx_current_msec, 1000)) {
+        return;
+    }
+
+    ngx_log_error(level, worker->log, 0, "throttle redis \"%V\" (%V): %s%s",
+                  &worker->backend->name, where, err,
+                  limit->suppressed ? " (and earlier errors, not logged)" : "");
+
+    limit->suppressed = 0;
+}
+
 void
 ngx_http_throttle_redis_log_error(ngx_http_throttle_redis_worker_t *worker,
                                   ngx_str_t *where, const char *err) noexcept
 {
-    if (!ngx_http_throttle_log_due(&worker->error_log, ngx_current_msec, 1000))
-    {
-        return;
-    }
-
-    ngx_log_error(
-        NGX_LOG_ERR, worker->log, 0, "throttle redis \"%V\" (%V): %s%s",
-        &worker->backend->name, where, err,
-        worker->error_log.suppressed ? " (and earlier errors, not logged)"
-                                     : "");
-
-    worker->error_log.suppressed = 0;
+    ngx_http_throttle_redis_log_limited(worker, &worker->error_log, NGX_LOG_ERR,
+                                        where, err);
 }
 
 /* No new connection before a delay that doubles with each failure in a
@@ -56,11 +65,16 @@ ngx_http_throttle_redis_back_off(ngx_http_throttle_redis_node_t *node,
     backoff = backoff / 2 + (ngx_msec_t) ngx_random() % (backoff / 2 + 1);
     node->retry_at = ngx_current_msec + backoff;
 
+    if (node->sentinel) {
+        ngx_http_throttle_redis_log_limited(node->worker,
+                                            &node->worker->sentinel_log,
+                                            NGX_LOG_WARN, &node->name, err);
+        return;
+    }
+
     ngx_http_throttle_redis_log_error(node->worker, &node->name, err);
 
-    if (node->worker->backend->topology == NGX_HTTP_THROTTLE_REDIS_CLUSTER
-        && !node->sentinel)
-    {
+    if (node->worker->backend->topology == NGX_HTTP_THROTTLE_REDIS_CLUSTER) {
         /* the node may be gone for good: its slots may be elsewhere */
         ngx_http_throttle_redis_cluster_refresh_soon(node->worker);
     }
@@ -392,6 +406,7 @@ ngx_http_throttle_redis_exit_worker(ngx_http_throttle_redis_t *backend) noexcept
      * failures below are held back; and what their requesters send
      * meanwhile fails at once */
     worker->error_log.last = ngx_current_msec;
+    worker->sentinel_log.last = ngx_current_msec;
     worker->exiting = 1;
     backend->worker = NULL;
 

@@ -291,20 +291,51 @@ ngx_http_throttle_redis_cluster_refresh_soon(
     }
 }
 
+/* A node that is not backing off, other than "failed" (round robin), or
+ * "failed" if there is none. */
+static ngx_http_throttle_redis_node_t *
+ngx_http_throttle_redis_cluster_other(
+    ngx_http_throttle_redis_worker_t *worker,
+    ngx_http_throttle_redis_node_t   *failed) noexcept
+{
+    ngx_uint_t                      i;
+    ngx_http_throttle_redis_node_t *node;
+
+    for (i = 0; i < worker->nnodes; i++) {
+        node = worker->nodes[worker->next++ % worker->nnodes];
+
+        if (node != failed && !ngx_http_throttle_redis_node_backing_off(node)) {
+            return node;
+        }
+    }
+
+    return failed;
+}
+
 ngx_http_throttle_redis_node_t *
 ngx_http_throttle_redis_cluster_route(ngx_http_throttle_redis_worker_t *worker,
                                       ngx_str_t *key) noexcept
 {
-    unsigned   slot;
-    uint16_t   owner;
-    ngx_str_t *name = &worker->backend->name;
-    char       err[64];
+    unsigned                        slot;
+    uint16_t                        owner;
+    ngx_http_throttle_redis_node_t *node;
+    ngx_str_t                      *name = &worker->backend->name;
+    char                            err[64];
 
     slot = throttle::key_slot(ngx_http_throttle_sv(*key));
     owner = worker->slots.owner[slot];
 
     if (owner) {
-        return worker->nodes[owner - 1];
+        node = worker->nodes[owner - 1];
+
+        if (!ngx_http_throttle_redis_node_backing_off(node)) {
+            return node;
+        }
+
+        /* it failed: a replica may have taken its slots over, and a node
+         * that knows says so (MOVED) before the next map does */
+        ngx_http_throttle_redis_cluster_refresh_soon(worker);
+        return ngx_http_throttle_redis_cluster_other(worker, node);
     }
 
     ngx_http_throttle_redis_cluster_refresh_soon(worker);

@@ -107,6 +107,7 @@ struct ngx_http_throttle_redis_worker_s {
     ngx_http_throttle_redis_slots_t    slots;
     ngx_http_throttle_redis_resolver_t resolver;
     ngx_http_throttle_log_limit_t      error_log;
+    ngx_http_throttle_log_limit_t      sentinel_log;
     ngx_log_t                         *log;
     unsigned                           exiting : 1;
 };

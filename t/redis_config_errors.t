@@ -377,7 +377,7 @@ throttle_redis main cluster=127.0.0.1:7000 database=2;
 --- http_config
 throttle_redis main sentinel=127.0.0.1:26379;
 --- must_die
-"throttle_redis" "main": "sentinel=" needs "master="
+"throttle_redis" "main": "sentinel=127.0.0.1:26379" needs "master="
 
 
 
@@ -423,7 +423,7 @@ throttle_redis main cluster=127.0.0.1:7000 sentinel_password=p;
 
 === TEST 45: sentinel_username= without sentinel=
 --- http_config
-throttle_redis main server=127.0.0.1:6379 sentinel_username=u sentinel_password=p;
+throttle_redis main server=127.0.0.1:6379 sentinel_username=u;
 --- must_die
 "sentinel_username=u" needs "sentinel="
 
