@@ -113,6 +113,35 @@ sub strict_zones {
     }
 }
 
+# ASK: a slot of master 0 half-way to master 1 (MIGRATING there, IMPORTING
+# here, with no key of it on master 0 yet): a new key's script is answered
+# ASK, and the module sends ASKING and the script to master 1, where the
+# key then is; the slot map stays as it was. The slot is then given to
+# master 1, as a finished move would.
+sub ask_followed {
+    my ($cluster, $nodes) = @_;
+    my ($source, $target) = ($cluster->masters)[0, 1];
+    my ($key) = grep {
+        !$source->cmd('CLUSTER', 'COUNTKEYSINSLOT',
+                      $cluster->slot_of("throttle:gcra:{$_}"))
+    } keys_on_master($cluster, 0, 20, 'ask-');
+    my $slot = $cluster->slot_of("throttle:gcra:{$key}");
+    my ($source_id, $target_id) = map { $_->cmd('CLUSTER', 'MYID') } $source, $target;
+    my $asking = $cluster->command_counts->[1]{asking};
+    $target->cmd('CLUSTER', 'SETSLOT', $slot, 'IMPORTING', $source_id);
+    $source->cmd('CLUSTER', 'SETSLOT', $slot, 'MIGRATING', $target_id);
+    my $t = tally(at_once(map { [$nodes->[$_ % 2], '/gcra', $key] } 1 .. 2));
+    is_deeply($t->{x_status}, { PASSED => 2 }, 'ASK: both requests decided');
+    cmp_ok($cluster->command_counts->[1]{asking} - $asking, '>=', 2,
+           'ASK: master 1 got ASKING before each script');
+    $_->cmd('CLUSTER', 'SETSLOT', $slot, 'NODE', $target_id) for $target, $source;
+    is(join(',', $target->keys_matching("throttle:gcra:{$key}")),
+       "throttle:gcra:{$key}", 'ASK: the key is on master 1');
+    is(join(',', $source->keys_matching("throttle:gcra:{$key}")), '',
+       'ASK: ... and not on master 0');
+    ok($cluster->wait_stable, 'ASK: the cluster agrees on the slot\'s new owner');
+}
+
 # Async: 48 keys on node A spread a zone over more than one master; two
 # nodes at once on one key stay within t/redis_async.t's bounds, and
 # Redis gets exactly what they admitted.
@@ -242,7 +271,8 @@ sub failover_under_traffic {
 part('one cluster, two nginx', sub {
     my $cluster = RedisCluster->start;
     my @nodes = start_nodes('cluster=' . $cluster->seeds);
-    for my $part (\&strict_zones, \&async_zone, \&reshard_under_traffic,
+    for my $part (\&strict_zones, \&ask_followed, \&async_zone,
+                  \&reshard_under_traffic,
                   \&failover_under_traffic) {
         part('a part', sub { $part->($cluster, \@nodes) });
     }
