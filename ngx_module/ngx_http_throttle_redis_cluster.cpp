@@ -292,7 +292,7 @@ ngx_http_throttle_redis_cluster_refresh_soon(
 }
 
 /* A node that is not backing off, other than "failed" (round robin), or
- * "failed" if there is none. */
+ * "failed" (which may be NULL) if there is none. */
 static ngx_http_throttle_redis_node_t *
 ngx_http_throttle_redis_cluster_other(
     ngx_http_throttle_redis_worker_t *worker,
@@ -342,7 +342,7 @@ ngx_http_throttle_redis_cluster_route(ngx_http_throttle_redis_worker_t *worker,
 
     if (!worker->slots.loaded) {
         /* no map yet: any node, whose MOVED tells where the slot is */
-        return worker->nodes[worker->next++ % worker->nnodes];
+        return ngx_http_throttle_redis_cluster_other(worker, NULL);
     }
 
     ngx_snprintf((u_char *) err, sizeof(err) - 1, "no node serves slot %ud%Z",
