@@ -69,6 +69,10 @@ ngx_http_throttle_redis_found(ngx_http_throttle_redis_worker_t *worker,
         old_len = ngx_cpymem(old, master->name.data, master->name.len) - old;
         ngx_http_throttle_redis_set_address(master, &sa->sockaddr, len);
 
+        /* the failures were the old address's: the new one is tried now */
+        master->failures = 0;
+        master->retry_at = ngx_current_msec;
+
         ngx_log_error(NGX_LOG_WARN, worker->log, 0,
                       "throttle redis \"%V\": master \"%V\" is now at %V "
                       "(was %*s)",
