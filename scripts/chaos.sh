@@ -9,6 +9,15 @@
 # fault, async units kept), prints a table of faults and outcomes, and
 # exits non-zero if any assertion failed.
 #
+# The last three phases load the same zones on a Redis Cluster (3 masters,
+# 3 replicas) and on a Sentinel setup (a master, its replica, three
+# Sentinels) instead, and make them fail over: a master of the cluster
+# killed, SENTINEL FAILOVER, the Sentinels' master killed
+# (scripts/chaos/failover.sh). Decisions must come back within a bound
+# from the start of the fault, and ERROR_* answers come only between the
+# fault and the decisions' return, and in the cluster only for the keys of
+# the killed master's slots.
+#
 # The run is a sequence of phases, one per fault (and "steady", without
 # one, first). In each, wrk loads both nginx (scripts/lib/load.lua: every
 # limited location in turn, at full speed); the fault starts after
@@ -16,8 +25,9 @@
 # the script waits for decisions to come from Redis again, lets the load
 # run TAIL seconds more, stops it and reads from Redis what the async
 # zone synced. Requests and answers are told apart by epoch: "pre" (before
-# the fault), "fault", "post" (after it), and "end" (the last 0.3 s, whose
-# requests wrk may stop before their answers arrive: not compared).
+# the fault), "fault", "post" (after it, until decisions come back),
+# "after" (once they have) and "end" (the last 0.3 s, whose requests wrk
+# may stop before their answers arrive: not compared).
 #
 # Environment (defaults in brackets):
 #   NGINX_BIN [/usr/sbin/nginx]  MODULE [build/ngx_http_throttle_module.so]
@@ -30,7 +40,8 @@
 #
 # Output in build/chaos/: raw/ (per phase and nginx, load.lua's counts and
 # wrk's output; what each phase recorded; the counts Redis holds), nginx-a/
-# and nginx-b/ (prefixes, error logs), redis/ (log), results.md (the table).
+# and nginx-b/ (prefixes, error logs), redis/ (log), ha/ (the cluster's and
+# the Sentinel setup's files and logs), results.md (the table).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -53,7 +64,12 @@ NODES=(a b)
 HOT_KEYS=20 # keys of the load's limited zones (20 r/s each)
 LEAD=1.5    # seconds of load before a fault
 TAIL=1.5    # ... after decisions resumed
-PHASES=(steady stall kill script_flush client_kill maxmemory reload upgrade)
+PHASES=(steady stall kill script_flush client_kill maxmemory reload upgrade
+        cluster_kill sentinel_failover sentinel_kill)
+# How long decisions may take to come back, from the start of the fault:
+# cluster-node-timeout + 2 s on the cluster, a few seconds with Sentinels.
+CLUSTER_BOUND_MS=3000
+SENTINEL_BOUND_MS=5000
 
 die() { echo "chaos: $*" >&2; exit 1; }
 
@@ -69,6 +85,8 @@ done
 check_nginx_and_module
 # fault_* and restore_*, keep_limit, keep_check
 . "$HERE/faults.sh"
+# the cluster and the Sentinel setup, and their faults
+. "$HERE/failover.sh"
 
 WRK_PIDS=()
 RESUME_PID=
@@ -83,13 +101,14 @@ cleanup() {
         stop_nginx "$PREFIX/$n/logs/nginx.pid"
     done
     stop_redis
+    stop_ha
     return 0
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 rm -rf "$OUT"
-mkdir -p "$RAW" "$REDIS_DIR"
+mkdir -p "$RAW" "$REDIS_DIR" "$HA_DIR"
 mkfifo "$OUT/resume.fifo"
 # the interpreter itself, not a shim that finds it anew at each start
 PYTHON=$("$PYTHON" -c 'import sys; print(sys.executable)')
@@ -105,6 +124,14 @@ REDIS_PORT=$(free_port)
 rcli() { "$REDIS_CLI" -h 127.0.0.1 -p "$REDIS_PORT" "$@"; }
 start_redis
 REDIS_VERSION=$(rcli INFO server | tr -d '\r' | awk -F: '$1 == "redis_version" { print $2 }')
+start_sentinels
+start_cluster
+await_sentinels
+read -r CLUSTER_VICTIM VICTIM_SLOTS < <(cluster_victim)
+VICTIM_KEYS=$(keys_in_slots "$HOT_KEYS" "$VICTIM_SLOTS")
+[ -n "$VICTIM_KEYS" ] || die "no hot key has its slot on master $CLUSTER_VICTIM"
+CLUSTER_SEEDS=$(printf '127.0.0.1:%s,' "${CLUSTER_PORTS[@]}")
+SENTINELS=$(printf '127.0.0.1:%s,' "${SENTINEL_PORTS[@]}")
 
 declare -A PORT
 for n in "${NODES[@]}"; do
@@ -116,7 +143,9 @@ for n in "${NODES[@]}"; do
     p=$PREFIX/$n
     mkdir -p "$p"/{conf,logs,temp}
     sed -e "s|@MODULE@|$MODULE|g" -e "s|@REDIS_PORT@|$REDIS_PORT|g" \
-        -e "s|@PORT@|${PORT[$n]}|g" "$HERE/nginx.conf.in" >"$p/conf/nginx.conf"
+        -e "s|@PORT@|${PORT[$n]}|g" -e "s|@CLUSTER_SEEDS@|${CLUSTER_SEEDS%,}|g" \
+        -e "s|@SENTINELS@|${SENTINELS%,}|g" -e "s|@SENTINEL_MASTER@|$SENTINEL_MASTER|g" \
+        -e "s/@VICTIM_KEYS@/$VICTIM_KEYS/g" "$HERE/nginx.conf.in" >"$p/conf/nginx.conf"
     "$NGINX_BIN" -p "$p/" -c conf/nginx.conf -e logs/error.log \
         || die "nginx $n did not start; see $p/logs/error.log"
     wait_http "${PORT[$n]}" health || die "nginx $n does not answer on 127.0.0.1:${PORT[$n]}"
@@ -124,7 +153,60 @@ done
 NGINX_VERSION=$("$NGINX_BIN" -v 2>&1 | sed 's|.*nginx/||')
 echo "chaos: redis-server $REDIS_VERSION on 127.0.0.1:$REDIS_PORT; nginx $NGINX_VERSION" \
      "on 127.0.0.1:${PORT[a]} (a) and 127.0.0.1:${PORT[b]} (b), 2 workers each;" \
-     "wrk -c$CONNECTIONS on each"
+     "wrk -c$CONNECTIONS on each; a cluster of 3 + 3 on ports ${CLUSTER_PORTS[*]}" \
+     "(hot keys $VICTIM_KEYS on master $CLUSTER_VICTIM, slots $VICTIM_SLOTS);" \
+     "Sentinels on ${SENTINEL_PORTS[*]} watching ${SENTINEL_DATA[*]}"
+
+# --- what a phase loads ------------------------------------------------------
+
+# The backend phase $PHASE loads (BACKEND: single, cluster or sentinel),
+# its locations (ROUTE: "", /cluster or /sentinel, before /strict...), its
+# count zone, the slots of the keys resume.py probes (PROBE_SLOTS: the
+# killed master's in the cluster, any elsewhere) and the most decisions
+# may take to come back from the start of the fault (BOUND_MS, or none).
+select_backend() {
+    case $PHASE in
+        cluster_* | sentinel_*)
+            BACKEND=${PHASE%%_*}
+            ROUTE=/$BACKEND
+            LOCATIONS=$ROUTE/strict,$ROUTE/strict_deny,$ROUTE/async,$ROUTE/count
+            COUNT_ZONE=${BACKEND}_count
+            if [ "$BACKEND" = cluster ]; then
+                PROBE_SLOTS=$VICTIM_SLOTS
+                BOUND_MS=$CLUSTER_BOUND_MS
+            else
+                PROBE_SLOTS=
+                BOUND_MS=$SENTINEL_BOUND_MS
+            fi
+            ;;
+        *)
+            BACKEND=single
+            ROUTE=
+            LOCATIONS=/local,/strict,/strict_deny,/async,/count
+            COUNT_ZONE=count
+            PROBE_SLOTS=
+            BOUND_MS=
+            ;;
+    esac
+}
+
+# The ports of the backend's masters now: where its keys are.
+backend_masters() {
+    case $BACKEND in
+        cluster) cluster_masters ;;
+        sentinel) sentinel_master_port "${SENTINEL_PORTS[0]}" ;;
+        *) echo "$REDIS_PORT" ;;
+    esac
+}
+
+# The ports of every node of the backend, masters and replicas.
+backend_nodes() {
+    case $BACKEND in
+        cluster) echo "${CLUSTER_PORTS[@]}" ;;
+        sentinel) echo "${SENTINEL_DATA[@]}" ;;
+        *) echo "$REDIS_PORT" ;;
+    esac
+}
 
 # --- the load ---------------------------------------------------------------
 
@@ -134,7 +216,7 @@ start_load() {
     for n in "${NODES[@]}"; do
         wrk -t1 -c"$CONNECTIONS" -d10m --timeout 2s -s "$ROOT/scripts/lib/load.lua" \
             "http://127.0.0.1:${PORT[$n]}" -- "$EPOCH_FILE" "$RAW/$PHASE.$n.counts" \
-            "$HOT_KEYS" /local,/strict,/strict_deny,/async,/count \
+            "$HOT_KEYS" "$LOCATIONS" \
             >"$RAW/$PHASE.$n.wrk" 2>&1 &
         WRK_PIDS+=($!)
     done
@@ -161,7 +243,8 @@ stop_load() {
 start_resume_probe() {
     local n nodes=()
     for n in "${NODES[@]}"; do nodes+=("$n=${PORT[$n]}"); done
-    "$PYTHON" "$HERE/resume.py" --phase "$PHASE" --redis-port "$REDIS_PORT" \
+    "$PYTHON" "$HERE/resume.py" --phase "$PHASE" --redis-ports "$(backend_nodes)" \
+        --route "$ROUTE" --count-zone "$COUNT_ZONE" ${PROBE_SLOTS:+--slots "$PROBE_SLOTS"} \
         --limit-ms "$RESUME_MS" "${nodes[@]}" <"$OUT/resume.fifo" >>"$RAW/$PHASE.record" &
     RESUME_PID=$!
     exec 3>"$OUT/resume.fifo"
@@ -178,24 +261,29 @@ await_resume() {
 # --- the async units --------------------------------------------------------
 
 # "<epoch> <units>" for each epoch of this phase: what the count zone holds
-# in Redis for its keys ("<phase>.<epoch>.<i>").
+# in Redis for its keys ("<phase>.<epoch>.<i>"), on every master of the
+# backend (redis-cli prints an empty array as an empty line).
 redis_epochs() {
-    rcli EVAL "local out = {}
-        for _, key in ipairs(redis.call('KEYS', ARGV[1])) do
-            out[#out + 1] = key
-            out[#out + 1] = redis.call('HGET', key, 'n') or '0'
-        end
-        return out" 0 "throttle:{count:*}:$PHASE.*" \
-        | awk 'NR % 2 { split($0, part, "."); epoch = part[2]; next }
-               { units[epoch] += $0 }
-               END { for (e in units) print e, units[e] }' | sort
+    local port
+    for port in $(backend_masters); do
+        cli_at "$port" EVAL "local out = {}
+            for _, key in ipairs(redis.call('KEYS', ARGV[1])) do
+                out[#out + 1] = key
+                out[#out + 1] = redis.call('HGET', key, 'n') or '0'
+            end
+            return out" 0 "throttle:{$COUNT_ZONE:*}:$PHASE.*"
+    done | awk 'NF == 0 { next }
+                !value { split($0, part, "."); epoch = part[2]; value = 1; next }
+                { units[epoch] += $0; value = 0 }
+                END { for (e in units) print e, units[e] }' | sort
 }
 
 # Units the load's answers say the count zone admitted (200, PASSED) in
 # the compared epochs, both nginx together.
 admitted_units() {
     cat "$RAW/$PHASE".*.counts \
-        | awk '$2 == "/count" && $3 == 200 && $1 !~ /\.(end|probe)$/ { n += $5 } END { print n + 0 }'
+        | awk -v count="$ROUTE/count" \
+            '$2 == count && $3 == 200 && $1 !~ /\.(end|probe)$/ { n += $5 } END { print n + 0 }'
 }
 
 # Waits until the syncs of this phase's last units have reached Redis:
@@ -247,7 +335,9 @@ run_phase() {
     local begun started ended
     PHASE=$1
     begun=$(now_ms)
+    select_backend
     : >"$RAW/$PHASE.record"
+    [ -z "$BOUND_MS" ] || record bound_ms "$BOUND_MS"
     log_mark
     set_epoch pre
     start_load
@@ -260,12 +350,14 @@ run_phase() {
     record fault_ms $((ended - started))
     set_epoch post
     await_resume "$ended"
+    set_epoch after
     sleep "$TAIL"
     set_epoch end
     sleep 0.3
     stop_load
     settle_units
     log_check
+    if declare -F "tidy_$PHASE" >/dev/null; then "tidy_$PHASE"; fi
     echo "chaos: $PHASE done in $(($(now_ms) - begun)) ms"
 }
 
@@ -285,5 +377,5 @@ DOCS_ARGS=()
 echo
 "$PYTHON" "$HERE/report.py" "${DOCS_ARGS[@]}" --raw "$RAW" \
     --phases "${PHASES[*]}" --nodes "${NODES[*]}" --markdown "$OUT/results.md" \
-    --redis-timeout-ms 50 --resume-ms "$RESUME_MS" --day-turned "$DAY_TURNED" \
-    --setup "2 nginx $NGINX_VERSION (2 workers each), redis-server $REDIS_VERSION (--save '' --appendonly no), loopback; wrk -t1 -c$CONNECTIONS --timeout 2s on each nginx, at full speed; $(nproc) CPUs shared by all; phases run in ${RUN_SECONDS} s"
+    --redis-timeout-ms 50 --failover-timeout-ms 250 --resume-ms "$RESUME_MS" --day-turned "$DAY_TURNED" \
+    --setup "2 nginx $NGINX_VERSION (2 workers each), redis-server $REDIS_VERSION (--save '' --appendonly no), then a Redis Cluster of 3 masters + 3 replicas and a master, a replica and 3 Sentinels of the same, loopback; wrk -t1 -c$CONNECTIONS --timeout 2s on each nginx, at full speed; $(nproc) CPUs shared by all; phases run in ${RUN_SECONDS} s"

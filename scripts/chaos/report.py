@@ -21,7 +21,9 @@ exits 1 if a check failed. The checks, per phase:
 - the count zone: Redis holds, per epoch, every unit nginx admitted (the
   200s of /count), no more, and fewer only where docs/modes.md says units
   may be lost (MAY_LOSE);
-- the keep_* zones (reload, upgrade): see check_keep().
+- the keep_* zones (reload, upgrade): see check_keep();
+- the failovers of the cluster and the Sentinel setup: see
+  check_failover().
 """
 
 import argparse
@@ -41,7 +43,19 @@ FAULTS = {
     "maxmemory": "maxmemory reached (noeviction) for 2 s",
     "reload": "each nginx reloaded (HUP) twice",
     "upgrade": "nginx a upgraded in place (USR2, WINCH, QUIT)",
+    "cluster_kill": "Redis Cluster: a master killed (SIGKILL), its replica "
+                    "promoted",
+    "sentinel_failover": "Sentinels: SENTINEL FAILOVER",
+    "sentinel_kill": "Sentinels: the master killed (SIGKILL), the replica "
+                     "promoted",
 }
+# Phases on a backend that fails over (scripts/chaos/failover.sh), whose
+# locations are under /cluster/ or /sentinel/.
+FAILOVERS = {"cluster_kill", "sentinel_failover", "sentinel_kill"}
+# How long after the promotion each nginx may take to decide again, where
+# the promotion itself took the whole bound or more: a cluster's slot map
+# is read again at most once a second.
+CATCH_UP_MS = 1000
 
 # What each location may answer: throttle_on_error allow (the default) at
 # /strict, deny at /strict_deny; the local and async zones decide alone.
@@ -58,7 +72,7 @@ SHORT = {"PASSED": "P", "REJECTED": "R", "ERROR_ALLOWED": "EA",
 
 # Epochs of the count zone compared with Redis ("end" is not: wrk stops
 # before the answers to its last requests arrive).
-EPOCHS = ["pre", "fault", "both", "post"]
+EPOCHS = ["pre", "fault", "both", "post", "after"]
 # Where docs/modes.md allows units to be lost, and why.
 MAY_LOSE = {
     ("kill", "pre"): "Redis lost what it held when it was killed "
@@ -66,7 +80,22 @@ MAY_LOSE = {
     ("client_kill", "pre"): "a sync Redis had not read when it dropped "
                             "the connection is lost with it (docs/modes.md: "
                             "\"only if Redis lost such a batch\")",
+    ("cluster_kill", "pre"): "the killed master had not yet passed its last "
+                             "writes to its replica (replication is "
+                             "asynchronous)",
+    ("sentinel_kill", "pre"): "the killed master had not yet passed its "
+                              "last writes to its replica (replication is "
+                              "asynchronous)",
 }
+# SENTINEL FAILOVER leaves the old master up and writable: what it takes
+# between the replica's promotion and the Sentinels' +switch-master, on
+# which the module leaves it, is lost when it becomes a replica. Units
+# charged before the fault may be synced in that window too.
+for _epoch in ("pre", "fault"):
+    MAY_LOSE[("sentinel_failover", _epoch)] = (
+        "the old master took syncs between the replica's promotion and the "
+        "Sentinels' announcement of it (+switch-master), and dropped them "
+        "when it became a replica")
 # nginx closes idle keep-alive connections when a worker shuts down
 # gracefully; a request wrk writes on one at that moment gets no answer.
 READ_ERRORS = {"reload", "upgrade"}
@@ -114,11 +143,26 @@ def load_phase(raw, phase, nodes):
     return answers, summary, record, units, crashes
 
 
+def base_location(loc):
+    """The location as ALLOWED names it: "/cluster/strict@victim" is a
+    /strict."""
+    loc = loc.split("@", 1)[0]
+    for route in ("/cluster/", "/sentinel/"):
+        if loc.startswith(route):
+            return "/" + loc[len(route):]
+    return loc
+
+
+def key_group(loc):
+    """ "victim" or "other" for a cluster strict location, else None."""
+    return loc.split("@", 1)[1] if "@" in loc else None
+
+
 def admitted(answers):
     """Units the count zone admitted per epoch (its 200s)."""
     out = {}
     for (epoch, loc, status, _), n in answers.items():
-        if loc == "/count" and status == "200":
+        if base_location(loc) == "/count" and status == "200":
             out[epoch] = out.get(epoch, 0) + n
     return out
 
@@ -136,12 +180,13 @@ def check_answers(phase, answers, summary, record, crashes, args):
         fails.append("%d socket errors (connect %d, read %d, write %d)"
                      % (socket, summary["connect"], summary["read"],
                         summary["write"]))
-    bound = args.redis_timeout_ms + 500
+    bound = 500 + (args.failover_timeout_ms if phase in FAILOVERS
+                   else args.redis_timeout_ms)
     if summary["max_us"] > bound * 1000:
         fails.append("an answer took %.0f ms, more than %d ms"
                      % (summary["max_us"] / 1000, bound))
     for (epoch, loc, status, decision), n in sorted(answers.items()):
-        if (status, decision) not in ALLOWED.get(loc, set()):
+        if (status, decision) not in ALLOWED.get(base_location(loc), set()):
             fails.append("%d answers %s %s at %s (epoch %s), which the "
                          "policy does not give" % (n, status, decision, loc,
                                                    epoch))
@@ -171,6 +216,93 @@ def check_effect(phase, answers, record):
     return []
 
 
+def failover_errors(answers):
+    """ERROR_* answers of a failover phase: {(epoch, key group): n}."""
+    out = {}
+    for (epoch, loc, _, decision), n in answers.items():
+        if decision.startswith("ERROR"):
+            key = (epoch, key_group(loc))
+            out[key] = out.get(key, 0) + n
+    return out
+
+
+def promoted_ms(record):
+    """From the start of the fault (the kill, SENTINEL FAILOVER) to the new
+    master (as the cluster or every Sentinel says)."""
+    return int(record["fault_ms"]) - int(record.get("epoch_lead_ms", 0))
+
+
+def decided_after_ms(record):
+    """From the start of the fault to decisions from Redis again (strict,
+    the slower nginx), or None if they did not come back."""
+    vals = [v for k, v in record.items() if k.startswith("resume_strict")]
+    if "never" in vals:
+        return None
+    return promoted_ms(record) + max(int(v) for v in vals)
+
+
+def allowed_ms(record):
+    """The bound on decided_after_ms: the phase's, or the promotion +
+    CATCH_UP_MS if the promotion alone took longer."""
+    return max(int(record["bound_ms"]), promoted_ms(record) + CATCH_UP_MS)
+
+
+def check_failover(phase, answers, record):
+    """A failover: ERROR_* only between the fault and the return of
+    decisions (never before it, never once resume.py saw decisions
+    again), in the cluster only for the killed master's keys; an
+    ERROR_* met during the fault if it left a gap (SIGKILL); a new master;
+    decisions back within the bound from the start of the fault."""
+    if phase not in FAILOVERS:
+        return []
+    fails = []
+    errors = failover_errors(answers)
+    for (epoch, group), n in sorted(errors.items(), key=str):
+        if epoch in ("pre", "after"):
+            fails.append("%d ERROR_* answers in epoch %s (%s decisions "
+                         "were given)" % (n, epoch, "before the fault, when"
+                                          if epoch == "pre" else
+                                          "after the failover, once"))
+        if group == "other":
+            fails.append("%d ERROR_* answers for keys of the masters still "
+                         "up (epoch %s)" % (n, epoch))
+    gap = sum(n for (epoch, group), n in errors.items()
+              if epoch == "fault" and group in (None, "victim"))
+    if phase.endswith("_kill") and gap == 0:
+        fails.append("no strict answer met the dead master (no ERROR_* "
+                     "during the fault)")
+    if record.get("new_master", "") == record.get("old_master", "x") or \
+            record.get("promoted_port", "x") == record.get("killed_port"):
+        fails.append("no new master")
+    took = decided_after_ms(record)
+    if took is not None and took > allowed_ms(record):
+        fails.append("decisions came back %d ms after the start of the "
+                     "fault, more than %d ms" % (took, allowed_ms(record)))
+    return fails
+
+
+def failover_note(phase, answers, record):
+    errors = failover_errors(answers)
+    gap = sum(n for (epoch, _), n in errors.items() if epoch in ("fault",
+                                                                  "post"))
+    if phase == "cluster_kill":
+        who = "master on port %s killed, replica on %s promoted %d ms later" \
+            % (record["killed_port"], record["promoted_port"],
+               promoted_ms(record))
+    else:
+        who = "master %s replaced by %s, named by every Sentinel %d ms " \
+              "after the fault began" % (record["old_master"],
+                                         record["new_master"],
+                                         promoted_ms(record))
+    bound = allowed_ms(record)
+    why = ("" if bound == int(record["bound_ms"]) else
+           ": the promotion + %d ms, more than the phase's %s ms"
+           % (CATCH_UP_MS, record["bound_ms"]))
+    return "%s; decisions back %s ms after the start of the fault (bound " \
+           "%d ms%s); %d strict answers ERROR_* in between" % (
+               who, decided_after_ms(record), bound, why, gap)
+
+
 def effect_note(phase, answers, record):
     """What the run saw of the fault, in words, for the notes."""
     errors = sum(n for (epoch, _, _, d), n in answers.items()
@@ -193,6 +325,8 @@ def effect_note(phase, answers, record):
     if phase == "upgrade":
         return "master %s replaced by %s" % (record["old_master"],
                                              record["new_master"])
+    if phase in FAILOVERS:
+        return failover_note(phase, answers, record)
     return None
 
 
@@ -298,6 +432,8 @@ def main():
     ap.add_argument("--nodes", required=True)
     ap.add_argument("--markdown", required=True)
     ap.add_argument("--redis-timeout-ms", type=int, required=True)
+    ap.add_argument("--failover-timeout-ms", type=int, required=True,
+                    help="the timeout of the cluster and Sentinel backends")
     ap.add_argument("--resume-ms", type=int, required=True)
     ap.add_argument("--day-turned", choices=["yes", "no"], default="no")
     ap.add_argument("--setup", default="")
@@ -318,6 +454,7 @@ def main():
                                                               nodes)
         fails = check_answers(phase, answers, summary, record, crashes, args)
         fails += check_effect(phase, answers, record)
+        fails += check_failover(phase, answers, record)
         unit_fails, unit_notes = check_units(phase, answers, units, day_turned)
         keep_fails, keep_notes = check_keep(phase, record, nodes)
         fails += unit_fails + keep_fails
@@ -393,6 +530,32 @@ Each phase must pass every check; the run exits non-zero otherwise:
   still limited (its state is in Redis), the async one is limited again
   after a sync, and the local zone is compared with `limit_req`: nginx
   maps new shared memory in the new master, so both start afresh.
+
+The last three phases load the same zones (under `/cluster/` and
+`/sentinel/`, Redis `timeout` 250 ms) on a Redis Cluster of 3 masters
+and 3 replicas (`cluster-node-timeout` 1000 ms) and on a master, its
+replica and three Sentinels (`down-after-milliseconds` 1000), made by
+`scripts/chaos/failover.sh`, and make them fail over: the master that
+serves slot 0 killed, `SENTINEL FAILOVER`, the Sentinels' master killed.
+The fault lasts until the cluster, or every Sentinel, names the new
+master; resume.py then probes the killed master's slots (in the cluster)
+and needs every worker of each nginx to decide again. On top of the
+checks above:
+
+- **ERROR_\* only in the gap**: none before the fault, none once
+  decisions are back, and in the cluster none for the keys of the two
+  masters still up (`X-Path` says which of the 20 hot keys have their
+  slot on the killed master); a SIGKILL must show a gap;
+- **decisions back in time**: from the start of the fault, within
+  `cluster-node-timeout` + 2 s (3 s) in the cluster and 5 s with
+  Sentinels, or within 1 s of the promotion when the cluster or the
+  Sentinels took longer than that to promote the replica;
+- **units lost** only as replication allows: what a killed master had not
+  passed to its replica, and, after `SENTINEL FAILOVER`, the syncs the old
+  master took between the replica's promotion and the Sentinels'
+  `+switch-master` (on which the module leaves it): Sentinel does not stop
+  the old master's writers, and that master drops what it took when it
+  becomes a replica. Never more units than admitted.
 """
 
 

@@ -7,9 +7,10 @@
 --
 -- Keys (?k=): with KEYS a number N, each location gets N keys in turn, so
 -- that its limit bites; with KEYS "distinct", each location gets every key
--- twice in a row and never again (thread number, then a counter). The
--- location /count gets "<epoch>.<i>" instead, over 8 keys: chaos.sh reads
--- from Redis what that zone synced for each epoch.
+-- twice in a row and never again (thread number, then a counter). A
+-- location named /count (/count, /cluster/count...) gets "<epoch>.<i>"
+-- instead, over 8 keys: chaos.sh reads from Redis what that zone synced
+-- for each epoch.
 --
 -- EPOCH_FILE holds the epoch, a word rewritten by the script that runs wrk
 -- (chaos.sh: "<phase>.<when>", e.g. "stall.fault"; soak.sh: the sample);
@@ -70,7 +71,7 @@ function request()
     local round = math.floor(sent / #locations)
     sent = sent + 1
     local key
-    if location == "/count" then
+    if location:match("/count$") then
         key = epoch .. "." .. (round % COUNT_KEYS)
     elseif hot then
         key = tostring(round % hot)
