@@ -18,6 +18,10 @@
 /* Refreshes of the map a MOVED or a failure asks for: one a second. */
 #define NGX_HTTP_THROTTLE_REDIS_REFRESH_GAP 1000 /* ms */
 
+/* Requests for a failed master's slots that ask another node where they
+ * are now: one per this many ms. */
+#define NGX_HTTP_THROTTLE_REDIS_PROBE_GAP 100
+
 /* Nodes a worker keeps for a Cluster, those it was given included. */
 #define NGX_HTTP_THROTTLE_REDIS_MAX_NODES 1024
 
@@ -291,6 +295,20 @@ ngx_http_throttle_redis_cluster_refresh_soon(
     }
 }
 
+/* Whether any connection to the node is open (or on its way). */
+static bool
+ngx_http_throttle_redis_node_connected(
+    ngx_http_throttle_redis_node_t *node) noexcept
+{
+    for (ngx_uint_t i = 0; i < node->nconns; i++) {
+        if (node->conns[i].state != NGX_HTTP_THROTTLE_REDIS_CLOSED) {
+            return true;
+        }
+    }
+
+    return false;
+}
+
 /* A node that is not backing off, other than "failed" (round robin), or
  * "failed" (which may be NULL) if there is none. */
 static ngx_http_throttle_redis_node_t *
@@ -328,13 +346,26 @@ ngx_http_throttle_redis_cluster_route(ngx_http_throttle_redis_worker_t *worker,
     if (owner) {
         node = worker->nodes[owner - 1];
 
-        if (!ngx_http_throttle_redis_node_backing_off(node)) {
+        if (!ngx_http_throttle_redis_node_backing_off(node)
+            || ngx_http_throttle_redis_node_connected(node))
+        {
+            /* a slow reply closes one connection: the node is still
+             * there, and its slots are still its own */
             return node;
         }
 
-        /* it failed: a replica may have taken its slots over, and a node
-         * that knows says so (MOVED) before the next map does */
+        /* it is gone: a replica may have taken its slots over, and a node
+         * that knows says so (MOVED) before the next map does; one request
+         * now and then asks one, the others get throttle_on_error */
         ngx_http_throttle_redis_cluster_refresh_soon(worker);
+
+        if ((ngx_msec_int_t) (ngx_current_msec - node->probed_at)
+            < NGX_HTTP_THROTTLE_REDIS_PROBE_GAP)
+        {
+            return node;
+        }
+
+        node->probed_at = ngx_current_msec;
         return ngx_http_throttle_redis_cluster_other(worker, node);
     }
 

@@ -67,7 +67,9 @@ struct ngx_http_throttle_redis_node_s {
     ngx_uint_t                        next;     /* round robin over conns */
     ngx_uint_t                        failures; /* in a row */
     ngx_msec_t                        retry_at;
-    u_char                            text[NGX_SOCKADDR_STRLEN + 1];
+    ngx_msec_t probed_at; /* a Cluster node that failed: when a request
+                             last asked another node about its slots */
+    u_char text[NGX_SOCKADDR_STRLEN + 1];
 };
 
 /* A Cluster's slot map, as this worker knows it. */
