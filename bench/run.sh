@@ -202,8 +202,9 @@ start_redis_cluster "$CLUSTER_MASTERS" "$REDIS_DIR/cluster"
 # For a cluster, also RC_REJECTED (EVALSHA + EVAL a master received but
 # did not run: rejected_calls, a MOVED or ASK redirection, not in
 # RC_TOTAL), RC_ASKING (ASKING calls: one per ASK followed), RC_MOVED and
-# RC_ASK (INFO errorstats: MOVED and ASK replies sent) and RC_BY_NODE
-# (EVALSHA + EVAL run on each port, in order, "/" between them).
+# RC_ASK (INFO errorstats: MOVED and ASK replies sent), RC_MAP_READS
+# (CLUSTER SLOTS and CLUSTER SHARDS calls: the slot map read) and
+# RC_BY_NODE (EVALSHA + EVAL run on each port, in order, "/" between them).
 redis_counters() {
     local port info=
     for port in "${@:-$REDIS_PORT}"; do
@@ -214,7 +215,7 @@ redis_counters() {
         info+=$'\n'
     done
     read -r RC_TOTAL RC_INFO RC_SCRIPTS RC_NESTED RC_GETS RC_REJECTED \
-        RC_ASKING RC_MOVED RC_ASK RC_BY_NODE < <(tr -d '\r' <<<"$info" \
+        RC_ASKING RC_MOVED RC_ASK RC_MAP_READS RC_BY_NODE < <(tr -d '\r' <<<"$info" \
         | awk -F'[:,=]' '
             $1 == "port"                             { node++ }
             $1 == "total_commands_processed"        { total += $2; seen++ }
@@ -226,13 +227,15 @@ redis_counters() {
             $1 == "cmdstat_asking"                   { asking += $3 }
             $1 == "errorstat_MOVED"                  { moved += $3 }
             $1 == "errorstat_ASK"                    { ask += $3 }
+            $1 == "cmdstat_cluster|slots" || $1 == "cmdstat_cluster|shards" {
+                map_reads += $3 }
             END {
                 if (seen != node) exit 1
                 for (i = 1; i <= node; i++)
                     nodes = nodes (i > 1 ? "/" : "") (by_node[i] + 0)
-                printf "%d %d %d %d %d %d %d %d %d %s\n", total, info,
+                printf "%d %d %d %d %d %d %d %d %d %d %s\n", total, info,
                        scripts, nested, gets, rejected, asking, moved, ask,
-                       nodes }') \
+                       map_reads, nodes }') \
         || die "no total_commands_processed in INFO stats"
 }
 
@@ -375,22 +378,23 @@ fi
 
 # Runs wrk once; appends "config round req/s p99_ms non2xx errors requests
 # redis_scripts redis_cmds redis_other redis_gets redis_rejected
-# redis_asking redis_moved redis_ask redis_by_node" to $RUNS. For the
+# redis_asking redis_moved redis_ask redis_map_reads redis_by_node" to
+# $RUNS. For the
 # strict_*, async_* and cluster_* runs the Redis figures are differences of
 # Redis's counters around the run (summed over the masters for cluster_*;
 # for async ones, until their last syncs have landed: redis_settle):
 # EVALSHA + EVAL calls run; all commands processed but the INFO calls
 # reading them (which includes the TIME, GET and SET run inside each
-# script); the commands that are neither (nothing else talks to these
-# Redis: 0 unless the module sends something besides its scripts, such as
-# a cluster's CLUSTER SLOTS); the GET calls (in a sync script, one per key
+# script); the commands that are none of these nor slot map reads
+# (nothing else talks to these Redis: 0 unless the module sends something
+# besides its scripts); the GET calls (in a sync script, one per key
 # synced); the scripts received but not run (redirected), the ASKING
-# calls, the MOVED and ASK replies, and the scripts run on each master
-# ("/" between them). "-" for other runs. The *_hot and *_distinct runs
+# calls, the MOVED and ASK replies, the slot map reads (CLUSTER SLOTS or
+# SHARDS), and the scripts run on each master ("/" between them). "-" for other runs. The *_hot and *_distinct runs
 # send their keys with bench/keys.lua.
 run_wrk() {
     local config=$1 round=$2 duration=$3 raw ports
-    local before=() cmds redis="-\t-\t-\t-\t-\t-\t-\t-\t-" script=() args=()
+    local before=() cmds redis="-\t-\t-\t-\t-\t-\t-\t-\t-\t-" script=() args=()
     raw=$RAW/$config.$round.txt
     read -r -a ports <<<"$(redis_ports_of "$config")"
     case $config in *_hot|*_distinct)
@@ -401,7 +405,8 @@ run_wrk() {
     case $config in strict_*|async_*|cluster_*)
         redis_counters "${ports[@]}"
         before=("$RC_TOTAL" "$RC_INFO" "$RC_SCRIPTS" "$RC_NESTED" "$RC_GETS"
-                "$RC_REJECTED" "$RC_ASKING" "$RC_MOVED" "$RC_ASK" "$RC_BY_NODE")
+                "$RC_REJECTED" "$RC_ASKING" "$RC_MOVED" "$RC_ASK"
+                "$RC_MAP_READS" "$RC_BY_NODE")
         ;;
     esac
     $WRK_PIN wrk -t"$THREADS" -c"$CONNECTIONS" -d"${duration}s" --latency \
@@ -421,13 +426,14 @@ run_wrk() {
     esac
     if [ ${#before[@]} -gt 0 ]; then
         cmds=$((RC_TOTAL - before[0] - (RC_INFO - before[1])))
-        redis=$(printf '%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s' \
+        redis=$(printf '%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s' \
                 $((RC_SCRIPTS - before[2])) "$cmds" \
-                $((cmds - (RC_SCRIPTS - before[2]) - (RC_NESTED - before[3]))) \
+                $((cmds - (RC_SCRIPTS - before[2]) - (RC_NESTED - before[3]) \
+                  - (RC_MAP_READS - before[9]))) \
                 $((RC_GETS - before[4])) $((RC_REJECTED - before[5])) \
                 $((RC_ASKING - before[6])) $((RC_MOVED - before[7])) \
-                $((RC_ASK - before[8])) \
-                "$(per_node_difference "${before[9]}" "$RC_BY_NODE")")
+                $((RC_ASK - before[8])) $((RC_MAP_READS - before[9])) \
+                "$(per_node_difference "${before[10]}" "$RC_BY_NODE")")
     fi
     [ "$round" = warmup ] && return 0
     awk -v config="$config" -v round="$round" -v redis="$redis" '
@@ -474,7 +480,7 @@ keys_of() {
 RUN_DATE=$(date -u '+%Y-%m-%d %H:%M UTC')
 COMMIT=$(source_commit)
 
-printf 'config\tround\trps\tp99_ms\tnon2xx\terrors\trequests\tredis_scripts\tredis_cmds\tredis_other\tredis_gets\tredis_rejected\tredis_asking\tredis_moved\tredis_ask\tredis_by_node\n' >"$RUNS"
+printf 'config\tround\trps\tp99_ms\tnon2xx\terrors\trequests\tredis_scripts\tredis_cmds\tredis_other\tredis_gets\tredis_rejected\tredis_asking\tredis_moved\tredis_ask\tredis_map_reads\tredis_by_node\n' >"$RUNS"
 # wrk and nginx share the machine with whatever else runs: say how busy it is
 LOAD_BEFORE=$(cut -d' ' -f1 /proc/loadavg)
 if awk -v l="$LOAD_BEFORE" -v n="$(nproc)" 'BEGIN { exit !(l > n * 0.75) }'; then
@@ -506,7 +512,7 @@ for round in $(seq "$ROUNDS"); do
                 printf "  Redis: %d EVALSHA/EVAL, %.4f commands/request",
                        $8, $7 ? $9 / $7 : 0
             if ($1 ~ /^cluster_/)
-                printf ", %d redirected, per master %s", $12, $16
+                printf ", %d redirected, per master %s", $12, $17
             printf "\n" }'
     done
 done
@@ -555,9 +561,9 @@ fi
 # --- report -----------------------------------------------------------------
 
 if [ -n "$REDIS_CPUS$NGINX_CPUS$WRK_CPUS" ]; then
-    LAYOUT_TEXT="Redis on CPU ${REDIS_CPUS:-any}, nginx's workers on ${NGINX_CPUS:-any} (worker_cpu_affinity), wrk on CPU ${WRK_CPUS:-any}"
+    LAYOUT_TEXT="Redis (the single one and the cluster's $CLUSTER_MASTERS masters) on CPU ${REDIS_CPUS:-any}, nginx's workers on ${NGINX_CPUS:-any} (worker_cpu_affinity), wrk on CPU ${WRK_CPUS:-any}"
 else
-    LAYOUT_TEXT="$(nproc) CPUs shared by wrk, nginx and Redis"
+    LAYOUT_TEXT="$(nproc) CPUs shared by wrk, nginx and Redis (the single one and the cluster's $CLUSTER_MASTERS masters)"
 fi
 NGINX_VERSION=$("$NGINX_BIN" -v 2>&1 | sed 's/^nginx version: //')
 CPU_MODEL=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
@@ -573,6 +579,7 @@ DOCS_ARGS=()
     --setting "nginx: $NGINX_VERSION, worker_processes $WORKERS, keepalive, access_log off" \
     --setting "wrk $WRK_VERSION: -t$THREADS -c$CONNECTIONS -d${DURATION}s --latency, $ROUNDS rounds, loopback" \
     --setting "redis: $REDIS_VERSION, on loopback, --save '' --appendonly no; throttle_redis defaults (timeout 50ms, keepalive 2 per worker); async zones sync_interval=100ms; nginx error log: $NGINX_ERRORS lines at error or above, $NGINX_WARNS at warn" \
+    --setting "redis cluster: $CLUSTER_MASTERS masters, no replicas, the same redis-server with --cluster-enabled yes, joined by redis-cli --cluster create; throttle_redis cluster= defaults (timeout 50ms, keepalive 2 per worker and master, cluster_refresh 10s, max_redirects 5)" \
     --setting "keyed rows (*_hot, *_distinct): wrk -s bench/keys.lua, key ?k= cycling over $HOT_KEYS (hot) or $DISTINCT_KEYS (distinct) values; rate=1000000r/s burst=1000000 (always passing), zones 1m (hot) and 32m (distinct)" \
     ${NGINX_ERROR_LINES:+--setting "nginx error log, first lines at error or above: $NGINX_ERROR_LINES"} \
     --layout "$LAYOUT_TEXT" \
