@@ -504,9 +504,10 @@ SECTIONS = [
      "as when Redis runs on the same host as nginx."),
     ("redis-apart", "Redis on a CPU of its own",
      "The second pass of `make bench` (`BENCH_LAYOUT=redis-apart`): only "
-     "the rows whose Redis works hardest, with Redis pinned to the last CPU "
-     "and nginx's workers and wrk sharing the others, as when Redis runs on "
-     "a host of its own. nginx has one CPU fewer, so req/s are lower than "
+     "the rows whose Redis works hardest, with Redis (the single one and "
+     "the cluster's three masters) pinned to the last CPU and nginx's "
+     "workers and wrk sharing the others, as when Redis runs on a host of "
+     "its own. nginx has one CPU fewer, so req/s are lower than "
      "in the section above and \"vs none\" is not measured (\"-\"): compare "
      "the ratios, not the req/s."),
 ]
