@@ -612,6 +612,16 @@ holds before it must evict one, for this module and for `limit_req`.
   instead of 1. Three Redis processes and a connection per worker and
   master cost CPU and context switches that, here, are taken from nginx on
   the same two cores: on hosts of their own, masters add capacity instead.
+  A redirection should not happen once the workers have read the slot
+  map; the bench moves no slot. But a master that does not answer within
+  `timeout` (50 ms; on a loaded 2-CPU machine, a master not scheduled for
+  that long) backs off for 25 to 50 ms, and meanwhile the module sends
+  the requests for its slots to another master, in case a replica has
+  taken them over: each gets a MOVED back to the same master, and is then
+  sent there if one of its connections is still open, or gets
+  `throttle_on_error` if not. So a row where a master timed out shows
+  MOVED replies and non-2xx together, about two MOVED per denied request
+  (Setup lists the timeouts in nginx's error log).
 
 **Running it.** `make bench` runs `bench/run.sh` twice, once per layout.
 Its knobs (`BENCH_ROUNDS`, `BENCH_DURATION`, `BENCH_CONFIGS`, the CPU
