@@ -620,8 +620,10 @@ holds before it must evict one, for this module and for `limit_req`.
   taken them over: each gets a MOVED back to the same master, and is then
   sent there if one of its connections is still open, or gets
   `throttle_on_error` if not. So a row where a master timed out shows
-  MOVED replies and non-2xx together, about two MOVED per denied request
-  (Setup lists the timeouts in nginx's error log).
+  MOVED replies and non-2xx together: one MOVED per request sent in that
+  window, about half of them denied when one of the master's two
+  connections stayed open, all of them when neither did (Setup lists the
+  timeouts in nginx's error log).
 
 **Running it.** `make bench` runs `bench/run.sh` twice, once per layout.
 Its knobs (`BENCH_ROUNDS`, `BENCH_DURATION`, `BENCH_CONFIGS`, the CPU
