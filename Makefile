@@ -133,11 +133,13 @@ demo-stop:
 # where Redis's own work is paid out of nginx's throughput (async with
 # distinct keys: a write per key and sync, about one command a request;
 # strict sliding_log: five calls on a large sorted set against GCRA's
-# three), and with Redis on a CPU of its own, as on a host of its own.
+# three; a 3-master cluster against one Redis), and with Redis on a CPU of
+# its own, as on a host of its own.
 # Each pass writes its own section of docs/performance.md.
 REDIS_APART := throttle_pass_distinct async_pass_distinct strict_pass \
                strict_fixed_window_pass strict_sliding_window_pass \
-               strict_sliding_log_pass
+               strict_sliding_log_pass strict_pass_distinct \
+               cluster_strict_pass_distinct
 
 bench:
 	@scripts/deps.sh $(BENCH_DEPS)

@@ -24,7 +24,9 @@ ORDER = ["none", "limit_req", "throttle_pass", "throttle_pass_noheaders",
          "throttle_pass_hot", "async_pass_hot", "throttle_pass_distinct",
          "async_pass_distinct", "fixed_window_pass", "sliding_window_pass",
          "sliding_log_pass", "strict_fixed_window_pass",
-         "strict_sliding_window_pass", "strict_sliding_log_pass"]
+         "strict_sliding_window_pass", "strict_sliding_log_pass",
+         "strict_pass_distinct", "cluster_strict_pass",
+         "cluster_strict_pass_distinct", "cluster_async_pass_hot"]
 NOTES = {
     "none": "static file, no limiting",
     "limit_req": "limit_req, always passes (burst, nodelay)",
@@ -48,6 +50,14 @@ NOTES = {
     "strict_sliding_window_pass": "as strict_pass, algorithm=sliding_window",
     "strict_sliding_log_pass": "as strict_pass, algorithm=sliding_log "
                                "(a sorted set of 100,000 members)",
+    "strict_pass_distinct": "as strict_pass, keyed on ?k=, %(distinct)s "
+                            "keys in turn (wrk Lua script)",
+    "cluster_strict_pass": "as strict_pass, on a 3-master Redis Cluster "
+                           "(one key: one master)",
+    "cluster_strict_pass_distinct": "as strict_pass_distinct, on the "
+                                    "cluster (keys on every master)",
+    "cluster_async_pass_hot": "as async_pass_hot, on the cluster (one "
+                              "sync per hash-tag shard)",
 }
 # Every algorithm against GCRA in the same mode (a target: at least 0.9)
 ALGORITHM_PAIRS = [
@@ -90,6 +100,16 @@ PAIRS = [
      "local: hot keys with the wrk Lua script vs one key without"),
     ("throttle_pass_distinct", "throttle_pass",
      "local: distinct keys with the wrk Lua script vs one key without"),
+    ("cluster_strict_pass", "strict_pass",
+     "strict: cluster vs single Redis, one key"),
+    ("cluster_strict_pass_distinct", "strict_pass_distinct",
+     "strict: cluster vs single Redis, distinct keys"),
+    ("strict_pass_distinct", "strict_pass",
+     "strict: distinct keys with the wrk Lua script vs one key without"),
+    ("cluster_async_pass_hot", "throttle_pass_hot",
+     "async on the cluster vs local mode, hot keys, same requests"),
+    ("cluster_async_pass_hot", "async_pass_hot",
+     "async: cluster vs single Redis, hot keys"),
 ]
 DENSITY_TARGET = 8000
 # The targets for strict mode (set for 2 CPUs shared by wrk, nginx, Redis)
@@ -99,12 +119,25 @@ STRICT_REJECT_CMDS = 0.01    # Redis commands per rejected request, at most
 # The targets for async mode
 ASYNC_PASS_RATIO = 0.9       # async passing >= 0.9 x local passing
 ASYNC_HOT_CMDS = 0.02        # Redis commands per request, hot keys, at most
+# The targets for a 3-master Redis Cluster on the same CPUs
+CLUSTER_STRICT_RATIO = 0.8   # cluster strict >= 0.8 x single-Redis strict
+CLUSTER_REDIRECTS = 0.001    # MOVED + ASK per request, at most
+CLUSTER_ASYNC_RATIO = 0.9    # cluster async >= 0.9 x local, hot keys
+CLUSTER_ASYNC_SCRIPTS = 0.02  # scripts per request, hot keys, at most
+CLUSTER_SHARE_SLACK = 0.02   # each master's share of a distinct-key run
+                             # within this of 1 / masters
 SYNC_INTERVAL_MS = 100       # the async zones' sync_interval in nginx.conf.in
 DASH = "\u2014"
+SHARES_TITLE = "Redis Cluster: each master's share of the scripts"
 
 
 def optional_int(text):
     return None if text in (None, "", "-") else int(text)
+
+
+def optional_by_node(text):
+    return (None if text in (None, "", "-")
+            else [int(x) for x in text.split("/")])
 
 
 def load_runs(path):
@@ -124,6 +157,15 @@ def load_runs(path):
                 "cmds": optional_int(row.get("redis_cmds")),
                 "other": optional_int(row.get("redis_other")),
                 "gets": optional_int(row.get("redis_gets")),
+                # scripts not run (redirected), ASKING calls, MOVED and ASK
+                # replies, CLUSTER SLOTS/SHARDS calls, and each master's
+                # scripts ("/" between them)
+                "rejected": optional_int(row.get("redis_rejected")),
+                "asking": optional_int(row.get("redis_asking")),
+                "moved": optional_int(row.get("redis_moved")),
+                "ask": optional_int(row.get("redis_ask")),
+                "map_reads": optional_int(row.get("redis_map_reads")),
+                "by_node": optional_by_node(row.get("redis_by_node")),
             }
     return runs
 
@@ -215,26 +257,30 @@ def non2xx_target(runs, config, why):
             non2xx == 0)
 
 
+def one_script_target(runs, config, connections):
+    """A strict row's EVALSHA/EVAL per request: exactly one, and no other
+    commands (a cluster's slot map reads are counted apart)."""
+    scripts, cmds, other, requests, _ = redis_totals(runs, config)
+    # a request cut off when wrk stops may have been sent to Redis but is
+    # not counted by wrk: at most one per connection and run
+    slack = connections * len(runs[config])
+    excess = scripts - requests
+    return ("%s: %s EVALSHA/EVAL per request (%d for %d requests: %+d, "
+            "where up to %d requests in flight when wrk stops may count; "
+            "%d other commands), target exactly 1"
+            % (config, per_request(scripts, requests), scripts, requests,
+               excess, slack, other),
+            0 <= excess <= slack and other == 0)
+
+
 def strict_targets(runs, connections):
     """The project's targets for the strict rows."""
     out = []
     t = ratio_target(runs, "strict_pass", "throttle_pass", STRICT_PASS_RATIO)
     if t:
         out.append(t)
-    redis = redis_totals(runs, "strict_pass")
-    if redis:
-        scripts, cmds, other, requests, _ = redis
-        nruns = len(runs["strict_pass"])
-        # a request cut off when wrk stops may have been sent to Redis but
-        # is not counted by wrk: at most one per connection and run
-        slack = connections * nruns
-        excess = scripts - requests
-        out.append((
-            "strict_pass: %s EVALSHA/EVAL per request (%d for %d requests: "
-            "%+d, where up to %d requests in flight when wrk stops may "
-            "count; %d other commands), target exactly 1"
-            % (per_request(scripts, requests), scripts, requests, excess,
-               slack, other), 0 <= excess <= slack and other == 0))
+    if redis_totals(runs, "strict_pass"):
+        out.append(one_script_target(runs, "strict_pass", connections))
         out.append(non2xx_target(runs, "strict_pass",
                                  "a request Redis did not decide is denied "
                                  "there"))
@@ -319,6 +365,116 @@ def async_targets(runs, duration):
     return out
 
 
+def cluster_totals(runs, config):
+    """(MOVED replies, ASK replies, scripts not run, ASKING calls, slot
+    map reads, each master's scripts) summed over the rounds, or None if
+    not measured."""
+    rs = [r for r in runs.get(config, {}).values()
+          if r["by_node"] is not None]
+    if not rs:
+        return None
+    return (sum(r["moved"] for r in rs), sum(r["ask"] for r in rs),
+            sum(r["rejected"] for r in rs), sum(r["asking"] for r in rs),
+            sum(r["map_reads"] for r in rs),
+            [sum(col) for col in zip(*(r["by_node"] for r in rs))])
+
+
+def redirect_target(runs, config):
+    moved, ask, rejected, asking, _, _ = cluster_totals(runs, config)
+    requests = redis_totals(runs, config)[3]
+    return ("%s: %s redirections per request (MOVED replies %d and ASK "
+            "replies %d from INFO errorstats, for %d requests; scripts "
+            "received but not run %d, ASKING calls %d), target <= %.3f"
+            % (config, per_request(moved + ask, requests), moved, ask,
+               requests, rejected, asking, CLUSTER_REDIRECTS),
+            requests > 0 and (moved + ask) / requests <= CLUSTER_REDIRECTS)
+
+
+def cluster_targets(runs, connections):
+    """The project's targets for the cluster rows."""
+    out = []
+    for num, den in [("cluster_strict_pass", "strict_pass"),
+                     ("cluster_strict_pass_distinct",
+                      "strict_pass_distinct")]:
+        t = ratio_target(runs, num, den, CLUSTER_STRICT_RATIO)
+        if t:
+            out.append(t)
+        if cluster_totals(runs, num):
+            out.append(one_script_target(runs, num, connections))
+            out.append(redirect_target(runs, num))
+            out.append(non2xx_target(runs, num,
+                                     "a request the cluster did not decide "
+                                     "is denied there"))
+    c = "cluster_async_pass_hot"
+    t = ratio_target(runs, c, "throttle_pass_hot", CLUSTER_ASYNC_RATIO,
+                     "same requests")
+    if t:
+        out.append(t)
+    if cluster_totals(runs, c):
+        scripts, cmds, other, requests, _ = redis_totals(runs, c)
+        out.append((
+            "%s: %s EVALSHA/EVAL per request (%d for %d requests; %s Redis "
+            "commands per request, %d other commands), target <= %.2f"
+            % (c, per_request(scripts, requests), scripts, requests,
+               per_request(cmds, requests), other, CLUSTER_ASYNC_SCRIPTS),
+            requests > 0 and scripts / requests <= CLUSTER_ASYNC_SCRIPTS))
+        out.append(redirect_target(runs, c))
+        out.append(non2xx_target(runs, c, "always passing; a request the "
+                                 "zone cannot hold is denied"))
+    c = "cluster_strict_pass_distinct"
+    if cluster_totals(runs, c):
+        by_node = cluster_totals(runs, c)[5]
+        total = sum(by_node)
+        even = 1 / len(by_node)
+        shares = [n / total for n in by_node] if total else []
+        out.append((
+            "%s: each master's share of the EVALSHA/EVAL: %s (of %d), "
+            "target %.3f each, within %.2f"
+            % (c, ", ".join("%.3f" % x for x in shares), total, even,
+               CLUSTER_SHARE_SLACK),
+            bool(shares) and all(abs(x - even) <= CLUSTER_SHARE_SLACK
+                                 for x in shares)))
+    return out
+
+
+def cluster_shares(runs):
+    """Plain-text and Markdown tables of each master's share of the
+    scripts, one row per cluster configuration; None if none ran."""
+    rows = []
+    for c in ORDER:
+        totals = cluster_totals(runs, c)
+        if not totals or not c.startswith("cluster_"):
+            continue
+        by_node = totals[5]
+        total = sum(by_node)
+        rows.append([c, "{:,}".format(total)] +
+                    ["%.3f" % (n / total if total else 0) for n in by_node])
+    if not rows:
+        return None
+    masters = len(rows[0]) - 2
+    return table(["configuration", "EVALSHA/EVAL"] +
+                 ["master %d" % (i + 1) for i in range(masters)],
+                 rows, "lr" + "r" * masters)
+
+
+def cluster_note(runs, duration):
+    """How often the cluster rows' workers read the slot map, as text."""
+    cs = [c for c in runs if c.startswith("cluster_") and
+          cluster_totals(runs, c)]
+    reads = sum(cluster_totals(runs, c)[4] for c in cs)
+    seconds = sum(len(runs[c]) for c in cs) * duration
+    return ("Each master's share of the EVALSHA/EVAL it ran, summed over "
+            "the rounds (the slots are split evenly among the masters; a "
+            "strict key's slot is that of its hash tag, an async shard's "
+            "that of {zone:n}). Slot map reads (CLUSTER SLOTS or SHARDS: "
+            "each worker reads the map every cluster_refresh, 10 s, and "
+            "after a MOVED, at most once a second) in the cluster rows: "
+            "%d in %g s of wrk%s; they are not among the \"other "
+            "commands\" above." % (reads, seconds,
+                                   ", %.2f a second" % (reads / seconds)
+                                   if seconds else ""))
+
+
 def algorithm_targets(runs):
     """Every algorithm at least 0.9 x GCRA's throughput in the same mode,
     and always passing."""
@@ -348,9 +504,10 @@ SECTIONS = [
      "as when Redis runs on the same host as nginx."),
     ("redis-apart", "Redis on a CPU of its own",
      "The second pass of `make bench` (`BENCH_LAYOUT=redis-apart`): only "
-     "the rows whose Redis works hardest, with Redis pinned to the last CPU "
-     "and nginx's workers and wrk sharing the others, as when Redis runs on "
-     "a host of its own. nginx has one CPU fewer, so req/s are lower than "
+     "the rows whose Redis works hardest, with Redis (the single one and "
+     "the cluster's three masters) pinned to the last CPU and nginx's "
+     "workers and wrk sharing the others, as when Redis runs on a host of "
+     "its own. nginx has one CPU fewer, so req/s are lower than "
      "in the section above and \"vs none\" is not measured (\"-\"): compare "
      "the ratios, not the req/s."),
 ]
@@ -366,8 +523,12 @@ edit by hand. Each section below says which run produced it. The
 
 ## How to read the tables
 
-**The setup.** One nginx (2 workers) with the module and one Redis run on
-the same machine. Each *configuration* is a location of
+**The setup.** One nginx (2 workers) with the module, one Redis, and a
+Redis Cluster of 3 masters (no replicas) run on the same machine, a
+virtual machine with 2 CPUs: wrk, nginx's workers, the single Redis and
+the cluster's three masters all compete for the same two cores (in the
+second section below, the Redis processes get one of them to
+themselves). Each *configuration* is a location of
 `bench/nginx.conf.in` serving the same small static file. wrk sends
 requests to one location at a time over loopback, for a few seconds, with
 keep-alive. The configurations run in rounds: every round runs each of
@@ -389,6 +550,13 @@ slow moment of the machine weighs on all of them alike.
   every async row has a local row with the very same requests.
 - `fixed_window_*`, `sliding_window_*` and `sliding_log_*` rows use that
   algorithm; the others use GCRA. See [algorithms.md](algorithms.md).
+- `cluster_*` rows are the row of the same name without the prefix, on
+  the Redis Cluster instead of the single Redis (`throttle_redis ...
+  cluster=`), and are compared with it in the same round. Their Redis
+  figures are summed over the three masters; the redirections (MOVED and
+  ASK replies, from `INFO errorstats`, and the scripts a master received
+  but did not run, `rejected_calls`) and each master's share of the
+  scripts are listed apart.
 
 **The columns.** *req/s* and *p99 ms* are medians over the rounds.
 *vs none* is the row's req/s divided by `none`'s in the same round (the
@@ -435,6 +603,27 @@ holds before it must evict one, for this module and for `limit_req`.
   When Redis shares the CPUs, that work is taken from nginx.
 - `sliding_log` in strict mode runs five calls on a sorted set of up to
   `limit` members, against GCRA's three calls on a string.
+- On the cluster, a strict request is still one EVALSHA, sent to the
+  master of its key's slot (`throttle:<zone>:{<key>}`): `cluster_strict_pass`
+  has one key, so one master does all the work, while
+  `cluster_strict_pass_distinct`'s keys are spread over the three. An async
+  zone sends one script per hash-tag shard (`{<zone>:<n>}`, 16 shards) and
+  interval instead of one per 500 keys, so up to 16 scripts per 100 ms
+  instead of 1. Three Redis processes and a connection per worker and
+  master cost CPU and context switches that, here, are taken from nginx on
+  the same two cores: on hosts of their own, masters add capacity instead.
+  A redirection should not happen once the workers have read the slot
+  map; the bench moves no slot. But a master that does not answer within
+  `timeout` (50 ms; on a loaded 2-CPU machine, a master not scheduled for
+  that long) backs off for 25 to 50 ms, and meanwhile the module sends
+  the requests for its slots to another master, in case a replica has
+  taken them over: each gets a MOVED back to the same master, and is then
+  sent there if one of its connections is still open, or gets
+  `throttle_on_error` if not. So a row where a master timed out shows
+  MOVED replies and non-2xx together: one MOVED per request sent in that
+  window, about half of them denied when one of the master's two
+  connections stayed open, all of them when neither did (Setup lists the
+  timeouts in nginx's error log).
 
 **Running it.** `make bench` runs `bench/run.sh` twice, once per layout.
 Its knobs (`BENCH_ROUNDS`, `BENCH_DURATION`, `BENCH_CONFIGS`, the CPU
@@ -483,7 +672,7 @@ def write_doc(path, section, body):
 
 
 def doc_body(args, nrounds, perf_md, pair_md, medians, redis_note, targets,
-             dens_md, dens_note, settings):
+             shares, dens_md, dens_note, settings):
     """This layout's section of docs/performance.md."""
     out = ["Measured %s, with the module built from commit %s: %d "
            "round%s of %g s per configuration; %s.\n"
@@ -498,6 +687,8 @@ def doc_body(args, nrounds, perf_md, pair_md, medians, redis_note, targets,
         if ts:
             out.append("\n### %s\n\n" % title)
             out.append("\n".join("- " + plain(t) for t in ts) + "\n")
+    if shares:
+        out.append("\n### %s\n\n%s\n" % (SHARES_TITLE, shares))
     if dens_md:
         out.append("\n### Keys per MiB of zone\n\n" + dens_md + "\n\n" +
                    dens_note + "\n")
@@ -581,7 +772,11 @@ def main():
         ("Async mode targets", async_targets(runs, args.duration)),
         ("Algorithm targets (each against GCRA in the same mode)",
          algorithm_targets(runs)),
+        ("Redis Cluster targets (3 masters on the same CPUs)",
+         cluster_targets(runs, args.connections)),
     ]
+    shares = cluster_shares(runs)
+    shares_note = cluster_note(runs, args.duration) if shares else None
     uses_redis = any(redis_totals(runs, c) for c in runs)
 
     dens = []
@@ -623,6 +818,10 @@ def main():
             print()
             print("%s (%s):" % (title, args.layout))
             print("\n".join("  " + with_verdict(t) for t in ts))
+    if shares:
+        print()
+        print(shares[0])
+        print(shares_note)
     if dens_rows:
         print()
         print(dens_txt)
@@ -641,6 +840,9 @@ def main():
                 f.write("%s (%s):\n\n" % (title, args.layout))
                 f.write("\n".join("- " + with_verdict(t) for t in ts) +
                         "\n\n")
+        if shares:
+            f.write("### %s\n\n%s\n\n%s\n\n"
+                    % (SHARES_TITLE, shares[1], shares_note))
         if dens_rows:
             f.write("### Keys per MiB of zone\n\n")
             f.write(dens_md + "\n\n")
@@ -651,6 +853,7 @@ def main():
         write_doc(args.docs, args.section, doc_body(
             args, nrounds, perf_md, pair_md, medians,
             redis_note if uses_redis else None, targets,
+            (shares[1] + "\n\n" + shares_note) if shares else None,
             dens_md if dens_rows else None,
             dens_what + plain(dens_target) if dens_rows else None,
             settings))

@@ -9,6 +9,12 @@
 # cycling over BENCH_HOT_KEYS or BENCH_DISTINCT_KEYS values (bench/keys.lua);
 # each async row has a local row with the same requests to compare with.
 #
+# The cluster_* rows use a Redis Cluster of 3 masters (no replicas) started
+# on loopback next to the single Redis, on the same CPUs: each is compared
+# with the same row on the single Redis in the same run, and its Redis
+# figures are summed over the masters, with the redirections (MOVED, ASK)
+# and each master's share of the scripts.
+#
 # Environment (defaults in brackets):
 #   NGINX_BIN [/usr/sbin/nginx]  MODULE [build/ngx_http_throttle_module.so]
 #   BENCH_ROUNDS [5]       rounds; each runs every configuration once,
@@ -41,7 +47,10 @@
 #                          a redis-server of its own is started on a free
 #                          loopback port (--save '' --appendonly no) and
 #                          stopped at exit; if the default one is missing,
-#                          it is installed with scripts/deps.sh
+#                          it is installed with scripts/deps.sh; the
+#                          cluster_* rows start 3 more, with
+#                          --cluster-enabled yes, joined by redis-cli
+#                          --cluster create --cluster-replicas 0
 #
 # Output: a table on stdout, the same as Markdown in build/bench/results.md
 # (build/bench/redis-apart/ for that layout), raw wrk output in raw/ there,
@@ -107,7 +116,8 @@ ALL_CONFIGS="none limit_req throttle_pass throttle_pass_noheaders strict_pass
     throttle_pass_distinct async_pass_distinct
     fixed_window_pass sliding_window_pass sliding_log_pass
     strict_fixed_window_pass strict_sliding_window_pass
-    strict_sliding_log_pass"
+    strict_sliding_log_pass strict_pass_distinct cluster_strict_pass
+    cluster_strict_pass_distinct cluster_async_pass_hot"
 read -r -a CONFIGS <<<"$(echo ${BENCH_CONFIGS:-$ALL_CONFIGS})"
 
 die() { echo "bench: $*" >&2; exit 1; }
@@ -144,6 +154,8 @@ done
 
 # free_port, stop_nginx, stop_redis (and REDIS_PID)
 . "$ROOT/scripts/lib/processes.sh"
+# start_redis_cluster, cluster_seeds, stop_redis_cluster (and CLUSTER_PORTS)
+. "$ROOT/scripts/lib/redis_cluster.sh"
 
 cleanup() {
     local f
@@ -152,6 +164,7 @@ cleanup() {
         [ -e "$f" ] && stop_nginx "$f"
     done
     stop_redis
+    stop_redis_cluster
     return 0
 }
 trap cleanup EXIT
@@ -173,44 +186,82 @@ rcli() {
 start_redis
 REDIS_VERSION=$(rcli INFO server | tr -d '\r' \
     | awk -F: '$1 == "redis_version" { print $2 }')
+# and the cluster of the cluster_* rows (also before nginx's port)
+CLUSTER_MASTERS=3
+start_redis_cluster "$CLUSTER_MASTERS" "$REDIS_DIR/cluster"
 
-# Reads Redis's counters into RC_TOTAL (commands processed, from INFO
+# Reads the counters of the Redis on each port given (default: the single
+# Redis), summed over them, into RC_TOTAL (commands processed, from INFO
 # stats: commands run inside scripts included), RC_INFO (INFO calls),
-# RC_SCRIPTS (EVALSHA + EVAL calls), RC_NESTED (calls of the commands
+# RC_SCRIPTS (EVALSHA + EVAL calls run), RC_NESTED (calls of the commands
 # scripts run: TIME, GET, SET, DEL; the window algorithms' HMGET, HSET,
 # HINCRBY, PEXPIRE; sliding_log's ZREMRANGEBYSCORE, ZCARD, ZADD, ZRANGE,
-# ZREM) and RC_GETS (GET
-# calls: one per key in a sync script), from INFO commandstats. INFO does
-# not count itself in the figures it reports, so the INFO calls between two
-# readings are the difference of RC_INFO.
+# ZREM) and RC_GETS (GET calls: one per key in a sync script), from INFO
+# commandstats. INFO does not count itself in the figures it reports, so
+# the INFO calls between two readings are the difference of RC_INFO.
+# For a cluster, also RC_REJECTED (EVALSHA + EVAL a master received but
+# did not run: rejected_calls, a MOVED or ASK redirection, not in
+# RC_TOTAL), RC_ASKING (ASKING calls: one per ASK followed), RC_MOVED and
+# RC_ASK (INFO errorstats: MOVED and ASK replies sent), RC_MAP_READS
+# (CLUSTER SLOTS and CLUSTER SHARDS calls: the slot map read) and
+# RC_BY_NODE (EVALSHA + EVAL run on each port, in order, "/" between them).
 redis_counters() {
-    local info
-    info=$(rcli INFO stats commandstats) \
-        || die "redis-cli INFO failed; see $REDIS_DIR/redis.log"
-    read -r RC_TOTAL RC_INFO RC_SCRIPTS RC_NESTED RC_GETS < <(tr -d '\r' <<<"$info" \
+    local port info=
+    for port in "${@:-$REDIS_PORT}"; do
+        info+="port:$port"$'\n'
+        info+=$("$REDIS_CLI" -h 127.0.0.1 -p "$port" \
+                INFO stats commandstats errorstats) \
+            || die "redis-cli INFO failed on port $port; see $REDIS_DIR/"
+        info+=$'\n'
+    done
+    read -r RC_TOTAL RC_INFO RC_SCRIPTS RC_NESTED RC_GETS RC_REJECTED \
+        RC_ASKING RC_MOVED RC_ASK RC_MAP_READS RC_BY_NODE < <(tr -d '\r' <<<"$info" \
         | awk -F'[:,=]' '
-            $1 == "total_commands_processed"        { total = $2 }
-            $1 == "cmdstat_info"                     { info = $3 }
-            $1 == "cmdstat_evalsha" || $1 == "cmdstat_eval" { scripts += $3 }
+            $1 == "port"                             { node++ }
+            $1 == "total_commands_processed"        { total += $2; seen++ }
+            $1 == "cmdstat_info"                     { info += $3 }
+            $1 == "cmdstat_evalsha" || $1 == "cmdstat_eval" {
+                scripts += $3; by_node[node] += $3; rejected += $9 }
             $1 ~ /^cmdstat_(time|get|set|del|hmget|hset|hincrby|pexpire|zremrangebyscore|zcard|zadd|zrange|zrem)$/ { nested += $3 }
-            $1 == "cmdstat_get"                      { gets = $3 }
-            END { printf "%s %d %d %d %d\n", total, info, scripts, nested, gets }')
-    [[ $RC_TOTAL =~ ^[0-9]+$ ]] || die "no total_commands_processed in INFO stats"
+            $1 == "cmdstat_get"                      { gets += $3 }
+            $1 == "cmdstat_asking"                   { asking += $3 }
+            $1 == "errorstat_MOVED"                  { moved += $3 }
+            $1 == "errorstat_ASK"                    { ask += $3 }
+            $1 == "cmdstat_cluster|slots" || $1 == "cmdstat_cluster|shards" {
+                map_reads += $3 }
+            END {
+                if (seen != node) exit 1
+                for (i = 1; i <= node; i++)
+                    nodes = nodes (i > 1 ? "/" : "") (by_node[i] + 0)
+                printf "%d %d %d %d %d %d %d %d %d %d %s\n", total, info,
+                       scripts, nested, gets, rejected, asking, moved, ask,
+                       map_reads, nodes }') \
+        || die "no total_commands_processed in INFO stats"
+}
+
+# The ports of the Redis whose counters a configuration's row reads.
+redis_ports_of() {
+    case $1 in
+        cluster_*) echo "${CLUSTER_PORTS[*]}" ;;
+        *)         echo "$REDIS_PORT" ;;
+    esac
 }
 
 # Async zones send what they charged at their next sync (every 100ms), and
 # each key once more a sync later: after an async run, waits 0.3 s, then
 # until Redis has processed nothing but INFO for 0.3 s (at most 6 s more),
 # and leaves the counters read last in RC_*. So the syncs of a run count
-# in its row, and none of them lands in the next row's counters.
+# in its row, and none of them lands in the next row's counters. The ports
+# of the Redis to watch follow $1 (default: the single Redis).
 redis_settle() {
     local what=$1 last i
+    shift
     sleep 0.3
-    redis_counters
+    redis_counters "$@"
     for i in $(seq 20); do
         last=$((RC_TOTAL - RC_INFO))
         sleep 0.3
-        redis_counters
+        redis_counters "$@"
         [ $((RC_TOTAL - RC_INFO)) -eq "$last" ] && return 0
     done
     echo "bench: note: Redis still busy 6 s after $what; its counters" \
@@ -228,6 +279,7 @@ fi
 sed -e "s|@MODULE@|$MODULE|g" -e "s|@WORKERS@|$WORKERS|g" \
     -e "s|@AFFINITY@|$AFFINITY|g" \
     -e "s|@REDIS_PORT@|$REDIS_PORT|g" \
+    -e "s|@CLUSTER_SEEDS@|$(cluster_seeds)|g" \
     -e "s|@PORT@|$PORT|g" "$BENCH/nginx.conf.in" >"$PREFIX/conf/nginx.conf"
 for c in $ALL_CONFIGS; do
     # a small static file per location (every one: the checks below visit
@@ -272,9 +324,28 @@ redis_counters
 [ $((RC_SCRIPTS - calls_before)) -ge 3 ] \
     || die "the strict locations sent $((RC_SCRIPTS - calls_before))" \
            "EVALSHA/EVAL to Redis for 3 requests, expected at least 3"
+check "strict_pass_distinct?k=1" 200
+# the cluster's strict locations: one key, and keys whose slots fall on
+# every master (12 keys: the map is read at nginx's start, so they are
+# sent to their masters at once)
+redis_counters "${CLUSTER_PORTS[@]}"
+calls_before=$RC_SCRIPTS
+check cluster_strict_pass 200
+for k in $(seq 12); do
+    check "cluster_strict_pass_distinct?k=$k" 200
+done
+redis_counters "${CLUSTER_PORTS[@]}"
+[ $((RC_SCRIPTS - calls_before)) -ge 13 ] \
+    || die "the cluster's strict locations ran $((RC_SCRIPTS - calls_before))" \
+           "EVALSHA/EVAL on the masters for 13 requests, expected at least" \
+           "13; see $PREFIX/logs/error.log"
+[[ "/$RC_BY_NODE/" != */0/* ]] \
+    || die "a master of the cluster ran no script for 13 requests" \
+           "(EVALSHA/EVAL per master: $RC_BY_NODE)"
 # the async locations answer at once (with RateLimit-Policy, as every
 # limited request: the keyed rows with ?k=), and their next sync reaches
 # Redis
+redis_counters
 calls_before=$RC_SCRIPTS
 check "async_pass_hot?k=1" 200
 check "async_pass_distinct?k=1" 200
@@ -291,6 +362,13 @@ redis_settle "the async checks"
     || die "the async locations sent $((RC_SCRIPTS - calls_before))" \
            "EVALSHA/EVAL to Redis after a request each, expected at least" \
            "2 (one sync per zone); see $PREFIX/logs/error.log"
+redis_counters "${CLUSTER_PORTS[@]}"
+calls_before=$RC_SCRIPTS
+check "cluster_async_pass_hot?k=1" 200
+redis_settle "the cluster's async check" "${CLUSTER_PORTS[@]}"
+[ $((RC_SCRIPTS - calls_before)) -ge 1 ] \
+    || die "the cluster's async location had no sync run on the masters" \
+           "after a request; see $PREFIX/logs/error.log"
 headers=$(curl -s -D - -o /dev/null "http://127.0.0.1:$PORT/throttle_pass_noheaders")
 if grep -qi '^RateLimit' <<<"$headers"; then
     die "/throttle_pass_noheaders sent RateLimit headers"
@@ -299,27 +377,36 @@ fi
 # --- throughput and latency -------------------------------------------------
 
 # Runs wrk once; appends "config round req/s p99_ms non2xx errors requests
-# redis_scripts redis_cmds redis_other redis_gets" to $RUNS. For the
-# strict_* and async_* runs the Redis figures are differences of Redis's
-# counters around the run (for async_*, until its last syncs have landed:
-# redis_settle): EVALSHA + EVAL calls; all commands processed but the INFO
-# calls reading them (which includes the TIME, GET and SET run inside each
-# script); the commands that are neither (nothing else talks to this Redis:
-# 0 unless the module sends something besides its scripts); and the GET
-# calls (in a sync script, one per key synced). "-" for other runs.
-# The *_hot and *_distinct runs send their keys with bench/keys.lua.
+# redis_scripts redis_cmds redis_other redis_gets redis_rejected
+# redis_asking redis_moved redis_ask redis_map_reads redis_by_node" to
+# $RUNS. For the
+# strict_*, async_* and cluster_* runs the Redis figures are differences of
+# Redis's counters around the run (summed over the masters for cluster_*;
+# for async ones, until their last syncs have landed: redis_settle):
+# EVALSHA + EVAL calls run; all commands processed but the INFO calls
+# reading them (which includes the TIME, GET and SET run inside each
+# script); the commands that are none of these nor slot map reads
+# (nothing else talks to these Redis: 0 unless the module sends something
+# besides its scripts); the GET calls (in a sync script, one per key
+# synced); the scripts received but not run (redirected), the ASKING
+# calls, the MOVED and ASK replies, the slot map reads (CLUSTER SLOTS or
+# SHARDS), and the scripts run on each master ("/" between them). "-" for other runs. The *_hot and *_distinct runs
+# send their keys with bench/keys.lua.
 run_wrk() {
-    local config=$1 round=$2 duration=$3 raw
-    local t0 i0 s0 n0 g0 cmds redis="-\t-\t-\t-" script=() args=()
+    local config=$1 round=$2 duration=$3 raw ports
+    local before=() cmds redis="-\t-\t-\t-\t-\t-\t-\t-\t-\t-" script=() args=()
     raw=$RAW/$config.$round.txt
+    read -r -a ports <<<"$(redis_ports_of "$config")"
     case $config in *_hot|*_distinct)
         script=(-s "$BENCH/keys.lua")
         args=(-- "$(keys_of "$config")")
         ;;
     esac
-    case $config in strict_*|async_*)
-        redis_counters
-        t0=$RC_TOTAL i0=$RC_INFO s0=$RC_SCRIPTS n0=$RC_NESTED g0=$RC_GETS
+    case $config in strict_*|async_*|cluster_*)
+        redis_counters "${ports[@]}"
+        before=("$RC_TOTAL" "$RC_INFO" "$RC_SCRIPTS" "$RC_NESTED" "$RC_GETS"
+                "$RC_REJECTED" "$RC_ASKING" "$RC_MOVED" "$RC_ASK"
+                "$RC_MAP_READS" "$RC_BY_NODE")
         ;;
     esac
     $WRK_PIN wrk -t"$THREADS" -c"$CONNECTIONS" -d"${duration}s" --latency \
@@ -327,23 +414,27 @@ run_wrk() {
         >"$raw" 2>&1 \
         || die "wrk failed, see $raw"
     case $config in
-        strict_*)
+        strict_*|cluster_strict_*)
             # requests cut off when wrk stopped may still have a command
             # on its way: let Redis see it before reading the counters
             sleep 0.2
-            redis_counters
+            redis_counters "${ports[@]}"
             ;;
-        async_*)
-            redis_settle "$config (round $round)"
+        async_*|cluster_async_*)
+            redis_settle "$config (round $round)" "${ports[@]}"
             ;;
     esac
-    case $config in strict_*|async_*)
-        cmds=$((RC_TOTAL - t0 - (RC_INFO - i0)))
-        redis=$(printf '%d\t%d\t%d\t%d' $((RC_SCRIPTS - s0)) "$cmds" \
-                $((cmds - (RC_SCRIPTS - s0) - (RC_NESTED - n0))) \
-                $((RC_GETS - g0)))
-        ;;
-    esac
+    if [ ${#before[@]} -gt 0 ]; then
+        cmds=$((RC_TOTAL - before[0] - (RC_INFO - before[1])))
+        redis=$(printf '%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s' \
+                $((RC_SCRIPTS - before[2])) "$cmds" \
+                $((cmds - (RC_SCRIPTS - before[2]) - (RC_NESTED - before[3]) \
+                  - (RC_MAP_READS - before[9]))) \
+                $((RC_GETS - before[4])) $((RC_REJECTED - before[5])) \
+                $((RC_ASKING - before[6])) $((RC_MOVED - before[7])) \
+                $((RC_ASK - before[8])) $((RC_MAP_READS - before[9])) \
+                "$(per_node_difference "${before[10]}" "$RC_BY_NODE")")
+    fi
     [ "$round" = warmup ] && return 0
     awk -v config="$config" -v round="$round" -v redis="$redis" '
         function ms(v) {
@@ -368,6 +459,15 @@ run_wrk() {
         }' "$raw" >>"$RUNS" || die "could not parse $raw"
 }
 
+# "a/b/c" less "x/y/z", term by term: what each master ran in between.
+per_node_difference() {
+    awk -v before="$1" -v after="$2" 'BEGIN {
+        n = split(before, b, "/"); split(after, a, "/")
+        for (i = 1; i <= n; i++)
+            printf "%s%d", (i > 1 ? "/" : ""), a[i] - b[i]
+        printf "\n" }'
+}
+
 # The number of distinct keys a keyed row's requests cycle over.
 keys_of() {
     case $1 in
@@ -380,7 +480,7 @@ keys_of() {
 RUN_DATE=$(date -u '+%Y-%m-%d %H:%M UTC')
 COMMIT=$(source_commit)
 
-printf 'config\tround\trps\tp99_ms\tnon2xx\terrors\trequests\tredis_scripts\tredis_cmds\tredis_other\tredis_gets\n' >"$RUNS"
+printf 'config\tround\trps\tp99_ms\tnon2xx\terrors\trequests\tredis_scripts\tredis_cmds\tredis_other\tredis_gets\tredis_rejected\tredis_asking\tredis_moved\tredis_ask\tredis_map_reads\tredis_by_node\n' >"$RUNS"
 # wrk and nginx share the machine with whatever else runs: say how busy it is
 LOAD_BEFORE=$(cut -d' ' -f1 /proc/loadavg)
 if awk -v l="$LOAD_BEFORE" -v n="$(nproc)" 'BEGIN { exit !(l > n * 0.75) }'; then
@@ -406,17 +506,20 @@ for round in $(seq "$ROUNDS"); do
     for c in "${ORDER[@]}"; do
         run_wrk "$c" "$round" "$DURATION"
         tail -n 1 "$RUNS" | awk -F'\t' '{
-            printf "  round %s  %-24s %10.0f req/s  p99 %7.3f ms  non-2xx %d",
+            printf "  round %s  %-28s %10.0f req/s  p99 %7.3f ms  non-2xx %d",
                    $2, $1, $3, $4, $5
             if ($8 != "-")
                 printf "  Redis: %d EVALSHA/EVAL, %.4f commands/request",
                        $8, $7 ? $9 / $7 : 0
+            if ($1 ~ /^cluster_/)
+                printf ", %d redirected, per master %s", $12, $17
             printf "\n" }'
     done
 done
 LOAD_AFTER=$(cut -d' ' -f1 /proc/loadavg)
 stop_nginx "$PREFIX/logs/nginx.pid"
 stop_redis
+stop_redis_cluster
 # Redis failures (timeouts, error replies) are logged at "error"
 NGINX_ERRORS=$(grep -cE '\[(error|crit|alert|emerg)\]' "$PREFIX/logs/error.log" || true)
 if [ "$NGINX_ERRORS" -gt 0 ]; then
@@ -458,9 +561,9 @@ fi
 # --- report -----------------------------------------------------------------
 
 if [ -n "$REDIS_CPUS$NGINX_CPUS$WRK_CPUS" ]; then
-    LAYOUT_TEXT="Redis on CPU ${REDIS_CPUS:-any}, nginx's workers on ${NGINX_CPUS:-any} (worker_cpu_affinity), wrk on CPU ${WRK_CPUS:-any}"
+    LAYOUT_TEXT="Redis (the single one and the cluster's $CLUSTER_MASTERS masters) on CPU ${REDIS_CPUS:-any}, nginx's workers on ${NGINX_CPUS:-any} (worker_cpu_affinity), wrk on CPU ${WRK_CPUS:-any}"
 else
-    LAYOUT_TEXT="$(nproc) CPUs shared by wrk, nginx and Redis"
+    LAYOUT_TEXT="$(nproc) CPUs shared by wrk, nginx and Redis (the single one and the cluster's $CLUSTER_MASTERS masters)"
 fi
 NGINX_VERSION=$("$NGINX_BIN" -v 2>&1 | sed 's/^nginx version: //')
 CPU_MODEL=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
@@ -476,6 +579,7 @@ DOCS_ARGS=()
     --setting "nginx: $NGINX_VERSION, worker_processes $WORKERS, keepalive, access_log off" \
     --setting "wrk $WRK_VERSION: -t$THREADS -c$CONNECTIONS -d${DURATION}s --latency, $ROUNDS rounds, loopback" \
     --setting "redis: $REDIS_VERSION, on loopback, --save '' --appendonly no; throttle_redis defaults (timeout 50ms, keepalive 2 per worker); async zones sync_interval=100ms; nginx error log: $NGINX_ERRORS lines at error or above, $NGINX_WARNS at warn" \
+    --setting "redis cluster: $CLUSTER_MASTERS masters, no replicas, the same redis-server with --cluster-enabled yes, joined by redis-cli --cluster create; throttle_redis cluster= defaults (timeout 50ms, keepalive 2 per worker and master, cluster_refresh 10s, max_redirects 5)" \
     --setting "keyed rows (*_hot, *_distinct): wrk -s bench/keys.lua, key ?k= cycling over $HOT_KEYS (hot) or $DISTINCT_KEYS (distinct) values; rate=1000000r/s burst=1000000 (always passing), zones 1m (hot) and 32m (distinct)" \
     ${NGINX_ERROR_LINES:+--setting "nginx error log, first lines at error or above: $NGINX_ERROR_LINES"} \
     --layout "$LAYOUT_TEXT" \

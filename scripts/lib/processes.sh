@@ -94,14 +94,20 @@ start_redis() {
 # Stops the redis-server in $REDIS_PID, a child of the calling script.
 REDIS_PID=
 stop_redis() {
-    local i
     [ -n "$REDIS_PID" ] || return 0
-    kill -TERM "$REDIS_PID" 2>/dev/null || true
+    stop_child "$REDIS_PID"
+    REDIS_PID=
+}
+
+# Stops child process $1: SIGTERM, then SIGKILL if it still runs 5 s
+# later, and reaps it.
+stop_child() {
+    local pid=$1 i
+    kill -TERM "$pid" 2>/dev/null || true
     for i in $(seq 100); do
-        kill -0 "$REDIS_PID" 2>/dev/null || break
+        kill -0 "$pid" 2>/dev/null || break
         sleep 0.05
     done
-    kill -KILL "$REDIS_PID" 2>/dev/null || true
-    wait "$REDIS_PID" 2>/dev/null || true
-    REDIS_PID=
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
 }
