@@ -613,17 +613,13 @@ holds before it must evict one, for this module and for `limit_req`.
   master cost CPU and context switches that, here, are taken from nginx on
   the same two cores: on hosts of their own, masters add capacity instead.
   A redirection should not happen once the workers have read the slot
-  map; the bench moves no slot. But a master that does not answer within
+  map; the bench moves no slot. A master that does not answer within
   `timeout` (50 ms; on a loaded 2-CPU machine, a master not scheduled for
-  that long) backs off for 25 to 50 ms, and meanwhile the module sends
-  the requests for its slots to another master, in case a replica has
-  taken them over: each gets a MOVED back to the same master, and is then
-  sent there if one of its connections is still open, or gets
-  `throttle_on_error` if not. So a row where a master timed out shows
-  MOVED replies and non-2xx together: one MOVED per request sent in that
-  window, about half of them denied when one of the master's two
-  connections stayed open, all of them when neither did (Setup lists the
-  timeouts in nginx's error log).
+  that long) backs off for 25 to 50 ms, and its slots' requests get
+  `throttle_on_error` meanwhile (non-2xx here; Setup lists the timeouts
+  in nginx's error log). Only when none of its connections is left does
+  one request per 100 ms go to another master instead, in case a replica
+  has taken its slots over: a MOVED back to the same master each.
 
 **Running it.** `make bench` runs `bench/run.sh` twice, once per layout.
 Its knobs (`BENCH_ROUNDS`, `BENCH_DURATION`, `BENCH_CONFIGS`, the CPU
