@@ -4,8 +4,10 @@
  *
  *   ngx_http_throttle_redis.cpp       a worker's nodes of a backend, which
  *                                     one a command goes to, backing off
- *   ngx_http_throttle_redis_cluster.cpp  a Cluster's slot map: routing by
- *                                     slot, MOVED and ASK, refreshes
+ *   ngx_http_throttle_redis_cluster.cpp  a Cluster's nodes: routing by
+ *                                     slot, MOVED and ASK
+ *   ngx_http_throttle_redis_slots.cpp a Cluster's slot map and its
+ *                                     refreshes
  *   ngx_http_throttle_redis_sentinel.cpp  the master the sentinels name
  *   ngx_http_throttle_redis_conn.cpp  one connection: connecting, writing,
  *                                     reading, timeouts, closing
@@ -242,6 +244,20 @@ ngx_http_throttle_redis_cluster_route(ngx_http_throttle_redis_worker_t *worker,
 bool ngx_http_throttle_redis_cluster_steer(ngx_http_throttle_redis_conn_t *conn,
                                            ngx_http_throttle_redis_cmd_t  *cmd,
                                            redisReply *reply) noexcept;
+
+ngx_http_throttle_redis_node_t *ngx_http_throttle_redis_cluster_node(
+    ngx_http_throttle_redis_worker_t *worker,
+    const throttle::NodeAddress      &where,
+    ngx_http_throttle_redis_node_t   *asker) noexcept;
+
+uint16_t ngx_http_throttle_redis_node_index(
+    ngx_http_throttle_redis_worker_t *worker,
+    ngx_http_throttle_redis_node_t   *node) noexcept;
+
+/* ngx_http_throttle_redis_slots.cpp */
+
+ngx_int_t ngx_http_throttle_redis_slots_init(
+    ngx_http_throttle_redis_worker_t *worker) noexcept;
 
 void ngx_http_throttle_redis_cluster_refresh_soon(
     ngx_http_throttle_redis_worker_t *worker) noexcept;
