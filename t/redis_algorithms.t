@@ -557,7 +557,10 @@ GET /b.txt => 200 poll 3
 redis
 --- http_config
 # stopped: the timeout answers; 300 ms, not less, so that a busy machine
-# does not turn a decision of the running Redis into an error
+# does not turn a decision of the running Redis into an error. Answered
+# within the timeout and 1 s (2 s for 10 at once): a request held until
+# Redis runs again would wait for the client's 5 s; two busy CPUs were
+# seen to add 0.4 s to one, 1.7 s to 10 at once.
 throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT timeout=300ms connect_timeout=100ms;
 throttle_zone $http_x_key zone=z:1m rate=5r/h burst=0 algorithm=sliding_window redis=main;
 --- config
@@ -579,17 +582,17 @@ GET /a.txt x2 => 200
   > X-Key: k
   X-Status: ERROR_ALLOWED
   no RateLimit
-  time < 0.6
+  time < 1.3
 GET /b.txt x2 => 429
   > X-Key: k
   X-Status: ERROR_DENIED
-  time < 0.6
+  time < 1.3
 perl {
     my @res = parallel_requests(10, 'GET /a.txt', 'X-Key' => 'k2');
     my %st = map { (header($_, 'X-Status') // 'none') => 1 } @res;
     is(join(',', sort keys %st), 'ERROR_ALLOWED', "$name: 10 at once while stopped: all ERROR_ALLOWED");
     my ($max) = sort { $b <=> $a } map { $_->{elapsed} } @res;
-    cmp_ok($max, '<', 0.6, "$name: 10 at once: the slowest in < 0.6 s");
+    cmp_ok($max, '<', 2.3, "$name: 10 at once: the slowest in < 2.3 s");
     $redis->resume;
     my $i = 0;
     ok(wait_until(5, sub {
