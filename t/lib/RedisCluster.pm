@@ -88,8 +88,11 @@ sub start {
     push @{ $self->{nodes} }, $self->_start_node
         for 1 .. $masters * (1 + $replicas);
     $self->_create($replicas);
-    $self->wait_stable
-        or croak "the cluster did not settle in time:\n" . $self->_state_report;
+    # redis-cli returns before every node has heard which nodes are
+    # replicas: until then some see six masters
+    wait_until($TIMEOUT * 2, sub {
+        $self->stable && $self->_replicas_known($masters * $replicas)
+    }, 0.05) or croak "the cluster did not settle in time:\n" . $self->_state_report;
     $self->_number_shards;
     return $self;
 }
@@ -288,6 +291,16 @@ sub stable {
     for my $r ($self->replicas) {
         my $info = eval { $r->info('replication') } or return 0;
         return 0 unless ($info->{master_link_status} // '') eq 'up';
+    }
+    return 1;
+}
+
+# Whether every live node sees $n replicas.
+sub _replicas_known {
+    my ($self, $n) = @_;
+    for my $node ($self->live_nodes) {
+        my $seen = grep { $_->{flags}{slave} } $self->cluster_nodes($node);
+        return 0 unless $seen == $n;
     }
     return 1;
 }
