@@ -287,8 +287,7 @@ ngx_http_throttle_redis_route(
     const ngx_http_throttle_redis_call_t *call) noexcept
 {
     if (worker->backend->topology == NGX_HTTP_THROTTLE_REDIS_CLUSTER) {
-        return ngx_http_throttle_redis_cluster_route(
-            worker, (ngx_str_t *) &call->keys[0]);
+        return ngx_http_throttle_redis_cluster_route(worker, &call->keys[0]);
     }
 
     return worker->nodes[0];
@@ -391,11 +390,20 @@ ngx_http_throttle_redis_init_worker(ngx_cycle_t               *cycle,
     }
 }
 
+static void
+ngx_http_throttle_redis_free_node(ngx_http_throttle_redis_node_t *node) noexcept
+{
+    for (ngx_uint_t i = 0; i < node->nconns; i++) {
+        ngx_free(node->conns[i].out);
+    }
+
+    ngx_free(node);
+}
+
 void
 ngx_http_throttle_redis_exit_worker(ngx_http_throttle_redis_t *backend) noexcept
 {
-    ngx_uint_t                        i, j;
-    ngx_http_throttle_redis_node_t   *node;
+    ngx_uint_t                        i;
     ngx_http_throttle_redis_worker_t *worker = backend->worker;
 
     if (worker == NULL) {
@@ -418,21 +426,23 @@ ngx_http_throttle_redis_exit_worker(ngx_http_throttle_redis_t *backend) noexcept
         ngx_http_throttle_redis_sentinel_exit(worker);
     }
 
-    for (i = 0; i < worker->nsentinels + worker->nnodes; i++) {
-        node = i < worker->nsentinels ? worker->sentinels[i]
-                                      : worker->nodes[i - worker->nsentinels];
-        ngx_http_throttle_redis_fail_node(node, "worker exiting");
+    /* every command fails before any node goes: a requester that hears
+     * of its failure may send another one */
+    for (i = 0; i < worker->nsentinels; i++) {
+        ngx_http_throttle_redis_fail_node(worker->sentinels[i],
+                                          "worker exiting");
     }
 
-    for (i = 0; i < worker->nsentinels + worker->nnodes; i++) {
-        node = i < worker->nsentinels ? worker->sentinels[i]
-                                      : worker->nodes[i - worker->nsentinels];
+    for (i = 0; i < worker->nnodes; i++) {
+        ngx_http_throttle_redis_fail_node(worker->nodes[i], "worker exiting");
+    }
 
-        for (j = 0; j < node->nconns; j++) {
-            ngx_free(node->conns[j].out);
-        }
+    for (i = 0; i < worker->nsentinels; i++) {
+        ngx_http_throttle_redis_free_node(worker->sentinels[i]);
+    }
 
-        ngx_free(node);
+    for (i = 0; i < worker->nnodes; i++) {
+        ngx_http_throttle_redis_free_node(worker->nodes[i]);
     }
 
     ngx_free(worker->nodes);

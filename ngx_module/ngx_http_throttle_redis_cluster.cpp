@@ -123,7 +123,7 @@ ngx_http_throttle_redis_cluster_other(
 
 ngx_http_throttle_redis_node_t *
 ngx_http_throttle_redis_cluster_route(ngx_http_throttle_redis_worker_t *worker,
-                                      ngx_str_t *key) noexcept
+                                      const ngx_str_t *key) noexcept
 {
     unsigned                        slot;
     uint16_t                        owner;

@@ -200,18 +200,6 @@ ngx_http_throttle_redis_append_command(ngx_http_throttle_redis_conn_t *conn,
 }
 
 static ngx_int_t
-ngx_http_throttle_redis_append_setup(ngx_http_throttle_redis_conn_t *conn,
-                                     ngx_uint_t kind, int argc,
-                                     const char  **argv,
-                                     const size_t *argvlen) noexcept
-{
-    return ngx_http_throttle_redis_append_command(conn, kind, argc, argv,
-                                                  argvlen)
-        ? NGX_OK
-        : NGX_ERROR;
-}
-
-static ngx_int_t
 ngx_http_throttle_redis_append_auth(ngx_http_throttle_redis_conn_t *conn,
                                     ngx_str_t                      *username,
                                     ngx_str_t *password) noexcept
@@ -235,8 +223,10 @@ ngx_http_throttle_redis_append_auth(ngx_http_throttle_redis_conn_t *conn,
     argv[argc] = (const char *) password->data;
     argvlen[argc++] = password->len;
 
-    return ngx_http_throttle_redis_append_setup(
-        conn, NGX_HTTP_THROTTLE_REDIS_AUTH, argc, argv, argvlen);
+    return ngx_http_throttle_redis_append_command(
+               conn, NGX_HTTP_THROTTLE_REDIS_AUTH, argc, argv, argvlen)
+        ? NGX_OK
+        : NGX_ERROR;
 }
 
 /* AUTH and SELECT go first on a new connection, pipelined with whatever
@@ -269,9 +259,9 @@ ngx_http_throttle_redis_queue_setup(
         argv[1] = (const char *) db;
         argvlen[1] = ngx_sprintf(db, "%i", backend->database) - db;
 
-        if (ngx_http_throttle_redis_append_setup(
+        if (ngx_http_throttle_redis_append_command(
                 conn, NGX_HTTP_THROTTLE_REDIS_SELECT, 2, argv, argvlen)
-            != NGX_OK)
+            == NULL)
         {
             return NGX_ERROR;
         }
@@ -284,8 +274,10 @@ ngx_http_throttle_redis_queue_setup(
     argv[0] = "ROLE";
     argvlen[0] = 4;
 
-    return ngx_http_throttle_redis_append_setup(
-        conn, NGX_HTTP_THROTTLE_REDIS_ROLE, 1, argv, argvlen);
+    return ngx_http_throttle_redis_append_command(
+               conn, NGX_HTTP_THROTTLE_REDIS_ROLE, 1, argv, argvlen)
+        ? NGX_OK
+        : NGX_ERROR;
 }
 
 /* What was just queued goes out: at once if the connection is ready, or
@@ -314,9 +306,9 @@ ngx_http_throttle_redis_conn_send(ngx_http_throttle_redis_conn_t *conn,
     size_t      argvlen[1] = {6};
 
     if (asking
-        && ngx_http_throttle_redis_append_setup(
+        && ngx_http_throttle_redis_append_command(
                conn, NGX_HTTP_THROTTLE_REDIS_ASKING, 1, argv, argvlen)
-            != NGX_OK)
+            == NULL)
     {
         return NGX_ERROR;
     }

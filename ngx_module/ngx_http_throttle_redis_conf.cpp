@@ -38,6 +38,10 @@ static const ngx_http_throttle_redis_where_t ngx_http_throttle_redis_cluster = {
 static const ngx_http_throttle_redis_where_t ngx_http_throttle_redis_sentinels =
     {NGX_HTTP_THROTTLE_REDIS_SENTINEL, 26379, true};
 
+/* The parameter of each topology, in the order of their values. */
+static const char *ngx_http_throttle_redis_where_names[] = {
+    "server=", "cluster=", "sentinel="};
+
 /* The argument among the directive's that starts with "name", or NULL. */
 static ngx_str_t *
 ngx_http_throttle_redis_arg(ngx_conf_t *cf, const char *name) noexcept
@@ -99,12 +103,10 @@ ngx_http_throttle_redis_where(ngx_conf_t                      *cf,
     where = (const ngx_http_throttle_redis_where_t *) param->post;
 
     if (backend->addresses.nelts) {
+        /* the parameter that gave the addresses, named by the topology
+         * it set */
         other = ngx_http_throttle_redis_arg(
-            cf,
-            backend->topology == NGX_HTTP_THROTTLE_REDIS_CLUSTER ? "cluster="
-                : backend->topology == NGX_HTTP_THROTTLE_REDIS_SENTINEL
-                ? "sentinel="
-                : "server=");
+            cf, ngx_http_throttle_redis_where_names[backend->topology]);
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "\"throttle_redis\" \"%V\": \"%V\" cannot be used "
                            "with \"%V\": give one of server=, cluster= or "

@@ -239,7 +239,7 @@ ngx_int_t ngx_http_throttle_redis_cluster_init(
 
 ngx_http_throttle_redis_node_t *
 ngx_http_throttle_redis_cluster_route(ngx_http_throttle_redis_worker_t *worker,
-                                      ngx_str_t *key) noexcept;
+                                      const ngx_str_t *key) noexcept;
 
 bool ngx_http_throttle_redis_cluster_steer(ngx_http_throttle_redis_conn_t *conn,
                                            ngx_http_throttle_redis_cmd_t  *cmd,

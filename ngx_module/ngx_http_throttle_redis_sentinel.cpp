@@ -122,9 +122,6 @@ ngx_http_throttle_redis_sentinel_read(void *data, redisReply *reply,
     ngx_sockaddr_t                    sa;
     socklen_t                         len;
 
-    (void) err;
-    (void) sent;
-
     sentinel = (ngx_http_throttle_redis_node_t *) data;
     worker = sentinel->worker;
 

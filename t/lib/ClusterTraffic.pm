@@ -14,7 +14,7 @@ use Time::HiRes qw(time);
 use ThrottleTest ();
 
 our @EXPORT_OK = qw(keys_on_master at_once tally hour_guard no_crash
-                    traffic_around show part);
+                    traffic_around show part burst_is_exact);
 
 # $count key names PREFIX<n> whose slot lies on master $index of the
 # cluster (masters order), and, with $below, in a slot below it.
@@ -108,6 +108,19 @@ sub hour_guard {
 }
 
 # Responses, one line each, for diagnostics.
+# Each key of @keys gets $sent requests on $uri, to the nodes of @$nodes in
+# turn, all at once: exactly $want pass per key, and none gets ERROR_*.
+sub burst_is_exact {
+    my ($label, $nodes, $uri, $sent, $want, @keys) = @_;
+    my @reqs = map { my $k = $_; map { [$nodes->[$_ % @$nodes], $uri, $k] } 1 .. $sent }
+               @keys;
+    my $t = tally(at_once(@reqs));
+    Test::More::is(show(@{ $t->{errors} }), '', "$label: no ERROR_* (nor a missing answer)");
+    Test::More::is_deeply($t->{admitted}, { map { $_ => $want } @keys },
+                          "$label: each key admits exactly $want")
+        or Test::More::diag(Test::More::explain($t->{admitted}));
+}
+
 sub show {
     return join "\n", map { "$_->{key} $_->{uri}: $_->{status} $_->{x_status} "
                             . ($_->{error} // '') } @_;
