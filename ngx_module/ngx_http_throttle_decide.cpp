@@ -73,9 +73,23 @@ ngx_http_throttle_wait(const throttle::ThrottleResult &res) noexcept
     return res.retry_after_us < 0 ? INT64_MAX : res.retry_after_us;
 }
 
-/* The zone whose answer the client gets: among rejecting zones the one
- * that asks to wait longest; when all pass, the one with the fewest units
- * remaining. */
+/* Whether the client should rather get answer "res" than "cur": a
+ * rejection over a pass, among rejections the one that asks to wait
+ * longest, among passes the one with the fewest units remaining. */
+static bool
+ngx_http_throttle_binds_before(const throttle::ThrottleResult &res,
+                               const throttle::ThrottleResult &cur) noexcept
+{
+    if (res.limited != cur.limited) {
+        return res.limited;
+    }
+
+    return res.limited
+        ? ngx_http_throttle_wait(res) > ngx_http_throttle_wait(cur)
+        : res.remaining < cur.remaining;
+}
+
+/* The zone whose answer the client gets. */
 static ngx_http_throttle_check_t *
 ngx_http_throttle_binding(ngx_http_throttle_ctx_t *ctx) noexcept
 {
@@ -89,25 +103,51 @@ ngx_http_throttle_binding(ngx_http_throttle_ctx_t *ctx) noexcept
             continue;
         }
 
-        const throttle::ThrottleResult &res = check->decision.result;
-
-        if (best == NULL) {
+        if (best == NULL
+            || ngx_http_throttle_binds_before(check->decision.result,
+                                              best->decision.result))
+        {
             best = check;
+        }
+    }
+
+    return best;
+}
+
+/*
+ * The phase whose answer the client gets, in headers and variables, when
+ * both decided: the one that turned the request away, or would have in a
+ * dry run, or failed; when both let it through, the binding one of their
+ * zones. NULL if no phase decided.
+ */
+const ngx_http_throttle_ctx_t *
+ngx_http_throttle_answer(ngx_http_request_t *r) noexcept
+{
+    ngx_uint_t                       p;
+    const ngx_http_throttle_ctx_t   *ctx, *best = NULL;
+    ngx_http_throttle_request_ctx_t *rctx = ngx_http_throttle_get_ctx(r);
+
+    /* by ngx_http_throttle_status_e: how much each status says */
+    static const u_char weight[] = {0, 1, 5, 3, 2, 4};
+
+    if (rctx == NULL) {
+        return NULL;
+    }
+
+    for (p = 0; p < NGX_HTTP_THROTTLE_NPHASES; p++) {
+        ctx = &rctx->phases[p];
+
+        if (ctx->status == NGX_HTTP_THROTTLE_NONE) {
             continue;
         }
 
-        const throttle::ThrottleResult &cur = best->decision.result;
-
-        if (res.limited != cur.limited) {
-            if (res.limited) {
-                best = check;
-            }
-
-        } else if (res.limited ? ngx_http_throttle_wait(res)
-                           > ngx_http_throttle_wait(cur)
-                               : res.remaining < cur.remaining)
+        if (best == NULL || weight[ctx->status] > weight[best->status]
+            || (weight[ctx->status] == weight[best->status] && ctx->zone
+                && (best->zone == NULL
+                    || ngx_http_throttle_binds_before(ctx->result,
+                                                      best->result))))
         {
-            best = check;
+            best = ctx;
         }
     }
 
@@ -318,10 +358,11 @@ ngx_http_throttle_prepare_all(ngx_http_request_t      *r,
                               ngx_uint_t              *active) noexcept
 {
     ngx_int_t                  rc;
-    ngx_uint_t                 i, n = ctx->tlcf->limits->nelts;
+    ngx_array_t               *lines = ctx->tlcf->limits[ctx->phase];
+    ngx_uint_t                 i, n = lines->nelts;
     ngx_http_throttle_limit_t *limits;
 
-    limits = (ngx_http_throttle_limit_t *) ctx->tlcf->limits->elts;
+    limits = (ngx_http_throttle_limit_t *) lines->elts;
 
     ctx->checks = (ngx_http_throttle_check_t *) ngx_palloc(
         r->pool, n * sizeof(ngx_http_throttle_check_t));

@@ -45,8 +45,8 @@ ngx_http_throttle_add_int(ngx_http_request_t *r, ngx_str_t name,
 }
 
 static ngx_int_t
-ngx_http_throttle_add_fields(ngx_http_request_t      *r,
-                             ngx_http_throttle_ctx_t *ctx) noexcept
+ngx_http_throttle_add_fields(ngx_http_request_t            *r,
+                             const ngx_http_throttle_ctx_t *ctx) noexcept
 {
     u_char                   *p;
     size_t                    cap;
@@ -80,8 +80,8 @@ ngx_http_throttle_add_fields(ngx_http_request_t      *r,
 }
 
 static ngx_int_t
-ngx_http_throttle_add_legacy(ngx_http_request_t      *r,
-                             ngx_http_throttle_ctx_t *ctx) noexcept
+ngx_http_throttle_add_legacy(ngx_http_request_t            *r,
+                             const ngx_http_throttle_ctx_t *ctx) noexcept
 {
     static ngx_str_t limit = ngx_string("X-RateLimit-Limit");
     static ngx_str_t remaining = ngx_string("X-RateLimit-Remaining");
@@ -101,8 +101,8 @@ ngx_http_throttle_add_legacy(ngx_http_request_t      *r,
 static ngx_int_t
 ngx_http_throttle_header_filter(ngx_http_request_t *r) noexcept
 {
-    ngx_int_t                rc = NGX_OK;
-    ngx_http_throttle_ctx_t *ctx;
+    ngx_int_t                      rc = NGX_OK;
+    const ngx_http_throttle_ctx_t *ctx;
 
     static ngx_str_t retry_after = ngx_string("Retry-After");
 
@@ -110,7 +110,7 @@ ngx_http_throttle_header_filter(ngx_http_request_t *r) noexcept
         return ngx_http_next_header_filter(r);
     }
 
-    ctx = ngx_http_throttle_get_ctx(r);
+    ctx = ngx_http_throttle_answer(r);
 
     if (ctx == NULL || ctx->zone == NULL
         || ctx->tlcf->headers == NGX_HTTP_THROTTLE_HEADERS_OFF)

@@ -1,7 +1,8 @@
 /*
  * The location's directives:
  *
- *     throttle zone=name [cost=N|$variable];   (several: all must pass)
+ *     throttle zone=name [cost=N|$variable] [phase=preaccess|authorized];
+ *                                   (several: all of a phase must pass)
  *     throttle_status 400..599;
  *     throttle_headers on|off|legacy;  throttle_log_level ...;
  *     throttle_on_error allow|deny;    (enums, with their own setter)
@@ -16,15 +17,28 @@
 
 /* throttle's parameters, while they are read. */
 typedef struct {
-    ngx_str_t zone;
-    ngx_str_t cost;
+    ngx_str_t  zone;
+    ngx_str_t  cost;
+    ngx_uint_t phase;
 } ngx_http_throttle_line_args_t;
+
+static ngx_conf_enum_t ngx_http_throttle_phase_names[] = {
+    {ngx_string("preaccess"), NGX_HTTP_THROTTLE_PREACCESS},
+    {ngx_string("authorized"), NGX_HTTP_THROTTLE_AUTHORIZED},
+    {ngx_null_string, 0}};
+
+static const ngx_http_throttle_param_enum_t ngx_http_throttle_phases = {
+    ngx_http_throttle_phase_names,
+    "use phase=preaccess (before access checks, the default) or "
+    "phase=authorized (once they let the request in)"};
 
 static const ngx_http_throttle_param_t ngx_http_throttle_line_params[] = {
     {"zone=", ngx_http_throttle_param_str,
      offsetof(ngx_http_throttle_line_args_t, zone), NULL},
     {"cost=", ngx_http_throttle_param_str,
      offsetof(ngx_http_throttle_line_args_t, cost), NULL},
+    {"phase=", ngx_http_throttle_param_enum,
+     offsetof(ngx_http_throttle_line_args_t, phase), &ngx_http_throttle_phases},
     {NULL, NULL, 0, NULL}};
 
 /* cost= is a number, or text with variables evaluated per request. */
@@ -96,6 +110,38 @@ ngx_http_throttle_line_sort(ngx_array_t *lines) noexcept
     }
 }
 
+/* One zone may be named once per block, whatever the phase: a request
+ * would otherwise be charged twice. */
+static char *
+ngx_http_throttle_line_unique(ngx_conf_t                   *cf,
+                              ngx_http_throttle_loc_conf_t *tlcf,
+                              ngx_shm_zone_t               *shm_zone,
+                              ngx_str_t                    *name) noexcept
+{
+    ngx_uint_t                 i, p;
+    ngx_http_throttle_limit_t *limits;
+
+    for (p = 0; p < NGX_HTTP_THROTTLE_NPHASES; p++) {
+        if (tlcf->limits[p] == NULL) {
+            continue;
+        }
+
+        limits = (ngx_http_throttle_limit_t *) tlcf->limits[p]->elts;
+
+        for (i = 0; i < tlcf->limits[p]->nelts; i++) {
+            if (limits[i].shm_zone == shm_zone) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "duplicate \"throttle\" for zone \"%V\" "
+                                   "in the same block",
+                                   name);
+                return (char *) NGX_CONF_ERROR;
+            }
+        }
+    }
+
+    return NGX_CONF_OK;
+}
+
 /* Remembers where the zone was named, to report one never defined. */
 static char *
 ngx_http_throttle_line_ref(ngx_conf_t *cf, ngx_shm_zone_t *shm_zone) noexcept
@@ -123,13 +169,14 @@ ngx_http_throttle_directive(ngx_conf_t *cf, ngx_command_t *cmd,
                             void *conf) noexcept
 {
     ngx_http_throttle_loc_conf_t *tlcf = (ngx_http_throttle_loc_conf_t *) conf;
-    ngx_uint_t                    i;
+    ngx_array_t                 **lines;
     ngx_shm_zone_t               *shm_zone;
-    ngx_http_throttle_limit_t    *limit, *limits;
+    ngx_http_throttle_limit_t    *limit;
     ngx_http_throttle_line_args_t la;
 
     ngx_str_null(&la.zone);
     ngx_str_null(&la.cost);
+    la.phase = NGX_HTTP_THROTTLE_PREACCESS;
 
     if (ngx_http_throttle_parse_params(cf, 1, ngx_http_throttle_line_params,
                                        &la)
@@ -150,27 +197,22 @@ ngx_http_throttle_directive(ngx_conf_t *cf, ngx_command_t *cmd,
         return (char *) NGX_CONF_ERROR;
     }
 
-    if (tlcf->limits == NULL) {
-        tlcf->limits =
+    if (ngx_http_throttle_line_unique(cf, tlcf, shm_zone, &la.zone)
+        != NGX_CONF_OK) {
+        return (char *) NGX_CONF_ERROR;
+    }
+
+    lines = &tlcf->limits[la.phase];
+
+    if (*lines == NULL) {
+        *lines =
             ngx_array_create(cf->pool, 1, sizeof(ngx_http_throttle_limit_t));
-        if (tlcf->limits == NULL) {
+        if (*lines == NULL) {
             return (char *) NGX_CONF_ERROR;
         }
     }
 
-    limits = (ngx_http_throttle_limit_t *) tlcf->limits->elts;
-
-    for (i = 0; i < tlcf->limits->nelts; i++) {
-        if (limits[i].shm_zone == shm_zone) {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                               "duplicate \"throttle\" for zone \"%V\" in "
-                               "the same block",
-                               &la.zone);
-            return (char *) NGX_CONF_ERROR;
-        }
-    }
-
-    limit = (ngx_http_throttle_limit_t *) ngx_array_push(tlcf->limits);
+    limit = (ngx_http_throttle_limit_t *) ngx_array_push(*lines);
     if (limit == NULL) {
         return (char *) NGX_CONF_ERROR;
     }
@@ -181,7 +223,7 @@ ngx_http_throttle_directive(ngx_conf_t *cf, ngx_command_t *cmd,
         return (char *) NGX_CONF_ERROR;
     }
 
-    ngx_http_throttle_line_sort(tlcf->limits);
+    ngx_http_throttle_line_sort(*lines);
 
     return ngx_http_throttle_line_ref(cf, shm_zone);
 }

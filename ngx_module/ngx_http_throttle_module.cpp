@@ -11,7 +11,7 @@
  *     throttle_zone $key zone=name:size rate=30r/m [burst=N]
  *         [algorithm=gcra|fixed_window|sliding_window|sliding_log [log_max=N]]
  *         [redis=NAME [sync=strict|async] [sync_interval=100ms]];
- *     throttle zone=name [cost=N|$variable];
+ *     throttle zone=name [cost=N|$variable] [phase=preaccess|authorized];
  *     throttle_status, throttle_headers, throttle_dry_run,
  *     throttle_log_level, throttle_on_error
  */
@@ -171,7 +171,7 @@ ngx_http_throttle_create_loc_conf(ngx_conf_t *cf) noexcept
     /*
      * set by ngx_pcalloc():
      *
-     *     conf->limits = NULL;
+     *     conf->limits[] = { NULL };
      */
 
     conf->status = NGX_CONF_UNSET_UINT;
@@ -191,9 +191,15 @@ ngx_http_throttle_merge_loc_conf(ngx_conf_t *cf, void *parent,
         (ngx_http_throttle_loc_conf_t *) parent;
     ngx_http_throttle_loc_conf_t *conf = (ngx_http_throttle_loc_conf_t *) child;
 
-    /* as limit_req: a level with no "throttle" lines inherits the outer */
-    if (conf->limits == NULL) {
-        conf->limits = prev->limits;
+    /* as limit_req: a level with no "throttle" lines, of either phase,
+     * inherits the outer level's */
+    if (conf->limits[NGX_HTTP_THROTTLE_PREACCESS] == NULL
+        && conf->limits[NGX_HTTP_THROTTLE_AUTHORIZED] == NULL)
+    {
+        conf->limits[NGX_HTTP_THROTTLE_PREACCESS] =
+            prev->limits[NGX_HTTP_THROTTLE_PREACCESS];
+        conf->limits[NGX_HTTP_THROTTLE_AUTHORIZED] =
+            prev->limits[NGX_HTTP_THROTTLE_AUTHORIZED];
     }
 
     ngx_conf_merge_uint_value(conf->status, prev->status,
@@ -282,18 +288,30 @@ ngx_http_throttle_init(ngx_conf_t *cf) noexcept
     cmcf = (ngx_http_core_main_conf_t *) ngx_http_conf_get_module_main_conf(
         cf, ngx_http_core_module);
 
-    /* The preaccess phase, as limit_req's: it runs for every main request
-     * whatever "satisfy" says (in the access phase "satisfy any" would let
-     * an earlier passing check skip the limiter, and would read a 401 or 403
-     * throttle_status as a failed access check), and before access checks
-     * such as auth_request, which a flood should not reach. */
+    /* The default is the preaccess phase, as limit_req's: before access
+     * checks such as auth_request, which a flood should not reach. Lines
+     * with phase=authorized decide in the precontent phase, once the access
+     * phase let the request in. Neither is the access phase itself, where
+     * "satisfy any" would let an earlier passing check skip the limiter,
+     * and would read a 401 or 403 throttle_status as a failed access
+     * check. nginx runs a phase's handlers in the reverse order of their
+     * registration, and this module's come after nginx's own: the
+     * precontent one runs before try_files and mirror. */
     h = (ngx_http_handler_pt *) ngx_array_push(
         &cmcf->phases[NGX_HTTP_PREACCESS_PHASE].handlers);
     if (h == NULL) {
         return NGX_ERROR;
     }
 
-    *h = ngx_http_throttle_handler;
+    *h = ngx_http_throttle_preaccess_handler;
+
+    h = (ngx_http_handler_pt *) ngx_array_push(
+        &cmcf->phases[NGX_HTTP_PRECONTENT_PHASE].handlers);
+    if (h == NULL) {
+        return NGX_ERROR;
+    }
+
+    *h = ngx_http_throttle_authorized_handler;
 
     return ngx_http_throttle_filter_init(cf);
 }

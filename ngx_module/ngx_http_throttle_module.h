@@ -38,6 +38,13 @@ enum ngx_http_throttle_status_e {
     NGX_HTTP_THROTTLE_ERROR_DENIED
 };
 
+/* When a "throttle" line decides (phase=): in the preaccess phase, as
+ * limit_req, or once the access phase has let the request in (nginx's
+ * precontent phase), when the key comes from authentication. */
+#define NGX_HTTP_THROTTLE_PREACCESS 0
+#define NGX_HTTP_THROTTLE_AUTHORIZED 1
+#define NGX_HTTP_THROTTLE_NPHASES 2
+
 /* throttle_headers */
 #define NGX_HTTP_THROTTLE_HEADERS_OFF 0
 #define NGX_HTTP_THROTTLE_HEADERS_ON 1
@@ -128,7 +135,8 @@ typedef struct {
 } ngx_http_throttle_main_conf_t;
 
 typedef struct {
-    ngx_array_t *limits; /* sorted by zone name */
+    /* of ngx_http_throttle_limit_t per phase, each sorted by zone name */
+    ngx_array_t *limits[NGX_HTTP_THROTTLE_NPHASES];
     ngx_uint_t   status;
     ngx_uint_t   headers;
     ngx_flag_t   dry_run;
@@ -157,8 +165,9 @@ typedef struct {
     unsigned                       failed : 1;
 } ngx_http_throttle_check_t;
 
-/* The decision about a request, kept for the whole main request. */
+/* A phase's decision about a request, kept for the whole main request. */
 struct ngx_http_throttle_ctx_s {
+    ngx_uint_t                    phase;
     ngx_uint_t                    status; /* ngx_http_throttle_status_e */
     ngx_http_throttle_zone_t     *zone;   /* binding zone, or NULL */
     throttle::ThrottleResult      result; /* binding zone's answer */
@@ -169,10 +178,16 @@ struct ngx_http_throttle_ctx_s {
     /* while Redis answers */
     ngx_uint_t pending;     /* replies awaited */
     ngx_int_t  rc;          /* for the resumed handler */
+    unsigned   started : 1; /* the phase has decided, or is deciding */
     unsigned   strict : 1;  /* a strict zone takes part */
     unsigned   waiting : 1; /* for Redis */
     unsigned   resume : 1;  /* Redis has answered: return rc */
 };
+
+/* The module's context of a main request: a decision per phase. */
+typedef struct {
+    ngx_http_throttle_ctx_t phases[NGX_HTTP_THROTTLE_NPHASES];
+} ngx_http_throttle_request_ctx_t;
 
 /* ngx_http_throttle_zone_conf.cpp */
 char *ngx_http_throttle_zone_directive(ngx_conf_t *cf, ngx_command_t *cmd,
@@ -217,10 +232,13 @@ ngx_int_t ngx_http_throttle_start(ngx_http_request_t      *r,
                                   ngx_http_throttle_ctx_t *ctx) noexcept;
 ngx_int_t ngx_http_throttle_complete(ngx_http_throttle_ctx_t *ctx) noexcept;
 ngx_int_t ngx_http_throttle_fail(ngx_http_throttle_ctx_t *ctx) noexcept;
+const ngx_http_throttle_ctx_t *
+ngx_http_throttle_answer(ngx_http_request_t *r) noexcept;
 
-/* ngx_http_throttle_handler.cpp: the phase handler */
-ngx_int_t ngx_http_throttle_handler(ngx_http_request_t *r) noexcept;
-ngx_http_throttle_ctx_t      *
+/* ngx_http_throttle_handler.cpp: the phase handlers */
+ngx_int_t ngx_http_throttle_preaccess_handler(ngx_http_request_t *r) noexcept;
+ngx_int_t ngx_http_throttle_authorized_handler(ngx_http_request_t *r) noexcept;
+ngx_http_throttle_request_ctx_t      *
 ngx_http_throttle_get_ctx(ngx_http_request_t *r) noexcept;
 void ngx_http_throttle_resume(ngx_http_throttle_ctx_t *ctx) noexcept;
 

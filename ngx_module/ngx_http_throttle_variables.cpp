@@ -1,7 +1,8 @@
 /*
  * $throttle_status, $throttle_limit, $throttle_remaining, $throttle_reset,
  * $throttle_retry_after: the decision about the main request, for logs and
- * for other modules. The numbers describe the binding zone.
+ * for other modules. The numbers describe the binding zone (of the phase
+ * whose answer counts, ngx_http_throttle_answer()).
  */
 
 #include "ngx_http_throttle_module.h"
@@ -39,9 +40,9 @@ ngx_http_throttle_status_variable(ngx_http_request_t        *r,
                                   ngx_http_variable_value_t *v,
                                   uintptr_t                  data) noexcept
 {
-    ngx_http_throttle_ctx_t *ctx = ngx_http_throttle_get_ctx(r);
+    const ngx_http_throttle_ctx_t *ctx = ngx_http_throttle_answer(r);
 
-    if (ctx == NULL || ctx->status == NGX_HTTP_THROTTLE_NONE) {
+    if (ctx == NULL) {
         v->not_found = 1;
         return NGX_OK;
     }
@@ -57,9 +58,9 @@ ngx_http_throttle_number_variable(ngx_http_request_t        *r,
                                   ngx_http_variable_value_t *v,
                                   uintptr_t                  data) noexcept
 {
-    int64_t                  value;
-    u_char                  *p;
-    ngx_http_throttle_ctx_t *ctx = ngx_http_throttle_get_ctx(r);
+    int64_t                        value;
+    u_char                        *p;
+    const ngx_http_throttle_ctx_t *ctx = ngx_http_throttle_answer(r);
 
     if (ctx == NULL || ctx->zone == NULL) {
         v->not_found = 1;
