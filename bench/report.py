@@ -19,7 +19,8 @@ import re
 import statistics
 
 BASELINE = "none"
-ORDER = ["none", "limit_req", "throttle_pass", "throttle_pass_noheaders",
+ORDER = ["none", "limit_req", "throttle_pass", "throttle_pass_authorized",
+         "throttle_pass_noheaders",
          "strict_pass", "throttle_reject", "strict_reject",
          "throttle_pass_hot", "async_pass_hot", "throttle_pass_distinct",
          "async_pass_distinct", "fixed_window_pass", "sliding_window_pass",
@@ -31,6 +32,8 @@ NOTES = {
     "none": "static file, no limiting",
     "limit_req": "limit_req, always passes (burst, nodelay)",
     "throttle_pass": "throttle, always passes, RateLimit headers",
+    "throttle_pass_authorized": "as throttle_pass, phase=authorized (decided "
+                                "after the access phase)",
     "throttle_pass_noheaders": "as throttle_pass, throttle_headers off",
     "throttle_reject": "throttle, every request rejected: a 429, no file read",
     "strict_pass": "as throttle_pass, decided by Redis (strict mode)",
@@ -69,6 +72,8 @@ ALGORITHM_PAIRS = [
     ("strict_sliding_log_pass", "strict_pass"),
 ]
 ALGORITHM_RATIO = 0.9
+# Deciding after the access phase costs what deciding in preaccess does
+PHASE_RATIO = 0.97
 # (numerator, denominator, what it tells)
 PAIRS = [
     ("throttle_pass", "limit_req", "throttle vs limit_req, both passing"),
@@ -76,6 +81,8 @@ PAIRS = [
      "throttle without headers vs limit_req"),
     ("throttle_pass", "throttle_pass_noheaders",
      "cost of the RateLimit headers"),
+    ("throttle_pass_authorized", "throttle_pass",
+     "decided after the access phase vs in preaccess"),
     ("strict_pass", "throttle_pass", "strict vs local mode, both passing"),
     ("strict_reject", "throttle_reject",
      "strict vs local mode, both rejecting"),
@@ -244,7 +251,7 @@ def ratio_target(runs, num, den, minimum, note=""):
     x = ratio(runs, num, den)
     if x is None:
         return None
-    return ("%s / %s = %.3f (rounds: %s%s), target >= %.1f"
+    return ("%s / %s = %.3f (rounds: %s%s), target >= %g"
             % (num, den, x, round_ratios(runs, num, den),
                "; " + note if note else "", minimum), x >= minimum)
 
@@ -473,6 +480,17 @@ def cluster_note(runs, duration):
             "commands\" above." % (reads, seconds,
                                    ", %.2f a second" % (reads / seconds)
                                    if seconds else ""))
+
+
+def phase_targets(runs):
+    """A passing row decided after the access phase against the same
+    decided in preaccess."""
+    t = ratio_target(runs, "throttle_pass_authorized", "throttle_pass",
+                     PHASE_RATIO)
+    if t is None:
+        return []
+    return [t, non2xx_target(runs, "throttle_pass_authorized",
+                             "always passing")]
 
 
 def algorithm_targets(runs):
@@ -766,6 +784,8 @@ def main():
     targets = [
         ("Strict mode targets", strict_targets(runs, args.connections)),
         ("Async mode targets", async_targets(runs, args.duration)),
+        ("Phase target (phase=authorized against the preaccess default)",
+         phase_targets(runs)),
         ("Algorithm targets (each against GCRA in the same mode)",
          algorithm_targets(runs)),
         ("Redis Cluster targets (3 masters on the same CPUs)",

@@ -111,7 +111,8 @@ RUNS=$OUT/runs.tsv
 DENSITY=$OUT/density.jsonl
 REDIS_DIR=$OUT/redis
 
-ALL_CONFIGS="none limit_req throttle_pass throttle_pass_noheaders strict_pass
+ALL_CONFIGS="none limit_req throttle_pass throttle_pass_authorized
+    throttle_pass_noheaders strict_pass
     throttle_reject strict_reject throttle_pass_hot async_pass_hot
     throttle_pass_distinct async_pass_distinct
     fixed_window_pass sliding_window_pass sliding_log_pass
@@ -305,7 +306,8 @@ check() {
     got=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/$path")
     [ "$got" = "$want" ] || die "/$path answered $got, expected $want"
 }
-for c in none limit_req throttle_pass throttle_pass_noheaders \
+for c in none limit_req throttle_pass throttle_pass_authorized \
+         throttle_pass_noheaders \
          "throttle_pass_hot?k=1" "throttle_pass_distinct?k=1" \
          fixed_window_pass sliding_window_pass sliding_log_pass \
          strict_fixed_window_pass strict_sliding_window_pass \
