@@ -57,7 +57,7 @@ static ngx_command_t ngx_http_throttle_commands[] = {
 
     {ngx_string("throttle"),
      NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF
-         | NGX_CONF_TAKE12,
+         | NGX_CONF_TAKE123,
      ngx_http_throttle_directive, NGX_HTTP_LOC_CONF_OFFSET, 0, NULL},
 
     {ngx_string("throttle_status"),
