@@ -903,3 +903,39 @@ GET /dir/index.html => 429
 GET /a.txt => 200
   > Authorization: Bearer alice-token
   RateLimit: "addr";r=5;t={300-}
+
+
+
+=== TEST 18: a cost set by auth_request_set: the backend's X-Cost
+--- todo: "throttle" takes at most 2 parameters (NGX_CONF_TAKE12): zone=, cost= and phase= together are refused with "invalid number of arguments"
+--- http_config eval
+main::auth_backend(q{
+throttle_zone $uid zone=u:1m rate=1r/m burst=3;
+})
+--- config eval
+main::behind_auth(q{
+location / {
+    throttle zone=u cost=$cost phase=authorized;
+}
+})
+--- requests
+# carol costs 2
+GET /a.txt => 200
+  > Authorization: Bearer carol-token
+  RateLimit: "u";r=2;t={120-}
+GET /a.txt => 200
+  > Authorization: Bearer carol-token
+  RateLimit: "u";r=0;t={240-}
+GET /a.txt => 429
+  > Authorization: Bearer carol-token
+  X-Status: REJECTED
+  Retry-After: {120-}
+# alice costs 1
+GET /a.txt x3 => 200
+  > Authorization: Bearer alice-token
+GET /a.txt => 200
+  > Authorization: Bearer alice-token
+  RateLimit: "u";r=0;t={240-}
+GET /a.txt => 429
+  > Authorization: Bearer alice-token
+  Retry-After: {60-}
