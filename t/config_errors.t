@@ -387,3 +387,52 @@ location / {
 --- requests
 GET /a.txt x3 => 200
   RateLimit: "z";r=1;t=0
+
+
+
+=== TEST 39: phase= that is neither preaccess nor authorized
+--- http_config
+throttle_zone $http_x_key zone=z:1m rate=1r/m;
+--- config
+location / {
+    throttle zone=z phase=bogus;
+}
+--- must_die
+invalid parameter "phase=bogus" in "throttle": use phase=preaccess (before access checks, the default) or phase=authorized (once they let the request in)
+~ nginx\.conf:\d+
+
+
+
+=== TEST 40: phase= with no value
+--- http_config
+throttle_zone $http_x_key zone=z:1m rate=1r/m;
+--- config
+location / {
+    throttle zone=z phase=;
+}
+--- must_die
+invalid parameter "phase=" in "throttle": use phase=preaccess (before access checks, the default) or phase=authorized (once they let the request in)
+
+
+
+=== TEST 41: the same zone in both phases of one block
+--- http_config
+throttle_zone $http_x_key zone=z:1m rate=1r/m;
+--- config
+location / {
+    throttle zone=z;
+    throttle zone=z phase=authorized;
+}
+--- must_die
+duplicate "throttle" for zone "z" in the same block
+
+
+
+=== TEST 42: the same zone in both phases of one block, authorized first
+--- http_config
+throttle_zone $http_x_key zone=z:1m rate=1r/m;
+--- config
+throttle zone=z phase=authorized;
+throttle zone=z phase=preaccess;
+--- must_die
+duplicate "throttle" for zone "z" in the same block
