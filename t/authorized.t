@@ -907,7 +907,6 @@ GET /a.txt => 200
 
 
 === TEST 18: a cost set by auth_request_set: the backend's X-Cost
---- todo: "throttle" takes at most 2 parameters (NGX_CONF_TAKE12): zone=, cost= and phase= together are refused with "invalid number of arguments"
 --- http_config eval
 main::auth_backend(q{
 throttle_zone $uid zone=u:1m rate=1r/m burst=3;

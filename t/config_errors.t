@@ -436,3 +436,15 @@ throttle zone=z phase=authorized;
 throttle zone=z phase=preaccess;
 --- must_die
 duplicate "throttle" for zone "z" in the same block
+
+
+
+=== TEST 43: four parameters: zone=, cost= and phase= are all there is
+--- http_config
+throttle_zone $http_x_key zone=z:1m rate=1r/m;
+--- config
+location / {
+    throttle zone=z cost=1 phase=authorized cost=2;
+}
+--- must_die
+invalid number of arguments in "throttle" directive
