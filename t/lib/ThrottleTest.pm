@@ -88,6 +88,11 @@ For tests that are not blocks (two nginx instances, say):
     my $log = stop_instance($n);                   # error.log text
     my @ports = worker_ports($n);   # its workers' sockets' local ports
                                     # (whose Redis connection is whose)
+    my @logs = with_instances('two nodes', 2, \%sections,
+                              sub { my @nodes = @_; ... });
+                                    # started for the code, stopped after
+                                    # it (a die: a failed test); returns
+                                    # their error.logs
 
 C<require_redis_module()> skips the whole file when the module does not
 know C<throttle_redis> yet, and fails it when redis-server is missing.
@@ -105,8 +110,9 @@ use ThrottleTest::Nginx qw(check_binaries setup_prefix write_config
                            nginx_cmd start_nginx stop_nginx);
 use ThrottleTest::Redis qw(require_redis_module);
 
-our @EXPORT = qw(run_blocks start_instance stop_instance http_request
-                 http_parallel require_redis_module worker_ports);
+our @EXPORT = qw(run_blocks start_instance stop_instance with_instances
+                 http_request http_parallel require_redis_module
+                 worker_ports);
 
 # Test files also call ThrottleTest::connect_to, ThrottleTest::http_read
 # and ThrottleTest::nginx_cmd, imported above.
@@ -131,6 +137,24 @@ sub stop_instance {
     my ($env) = @_;
     stop_nginx(delete $env->{master}) if $env->{master};
     return read_file($env->{log});
+}
+
+# $count instances of one configuration for $code; each is stopped even
+# when $code (or starting the next one) dies, which fails a test named
+# after $label. Returns their error.logs.
+sub with_instances {
+    my ($label, $count, $sections, $code) = @_;
+    my @nodes;
+    my $ok = eval {
+        push @nodes, start_instance(%$sections) for 1 .. $count;
+        $code->(@nodes);
+        1;
+    };
+    unless ($ok) {
+        Test::More::fail("$label: the tests ran to the end");
+        Test::More::diag($@);
+    }
+    return map { stop_instance($_) } @nodes;
 }
 
 sub worker_ports {
