@@ -34,7 +34,7 @@ map $auth_user $auth_cost {
 }
 
 server {
-    listen unix:$TEST_NGINX_PREFIX/auth.sock;
+    listen unix:$TEST_NGINX_PREFIX/auth-$TEST_NGINX_PORT.sock;
     access_log $TEST_NGINX_PREFIX/logs/auth.log;
 
     location = /auth {
@@ -67,7 +67,7 @@ add_header X-Status \$throttle_status always;
 location = /_auth {
     internal;
     auth_request off;
-    proxy_pass http://unix:\$TEST_NGINX_PREFIX/auth.sock:/auth;
+    proxy_pass http://unix:\$TEST_NGINX_PREFIX/auth-\$TEST_NGINX_PORT.sock:/auth;
 $auth_lines}
 $locations};
 }
@@ -795,7 +795,7 @@ location = /_mirror {
     internal;
     throttle zone=mirror_pre;
     throttle zone=mirror_authorized phase=authorized;
-    proxy_pass http://unix:$TEST_NGINX_PREFIX/auth.sock:/mirror;
+    proxy_pass http://unix:$TEST_NGINX_PREFIX/auth-$TEST_NGINX_PORT.sock:/mirror;
 }
 })
 --- requests
