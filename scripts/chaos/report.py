@@ -91,6 +91,13 @@ MAY_LOSE = {
 # between the replica's promotion and the Sentinels' +switch-master, on
 # which the module leaves it, is lost when it becomes a replica. Units
 # charged before the fault may be synced in that window too.
+# A failover phase's fault epoch starts EPOCH_LEAD_MS (100 ms) before the
+# master is killed: syncs of what it admitted then may reach the master and
+# die with it, as the pre epoch's do.
+for _phase in ("cluster_kill", "sentinel_kill"):
+    MAY_LOSE[(_phase, "fault")] = (
+        "admitted in the moment the epoch starts before the kill, synced to "
+        "the master, which had not yet passed them to its replica")
 for _epoch in ("pre", "fault"):
     MAY_LOSE[("sentinel_failover", _epoch)] = (
         "the old master took syncs between the replica's promotion and the "
