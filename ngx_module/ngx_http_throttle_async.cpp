@@ -18,6 +18,7 @@
  */
 
 #include "ngx_http_throttle_async.h"
+#include "ngx_http_throttle_metrics.h"
 
 #include "throttle/redis.hpp"
 
@@ -63,6 +64,9 @@ ngx_http_throttle_async_finish(ngx_http_throttle_async_round_t *round) noexcept
     if (zone->sh->syncer == ngx_pid) {
         zone->sh->syncer = 0;
     }
+
+    ngx_http_throttle_metrics_synced(zone, !round->failed, round->took_all,
+                                     round->sent_at);
 
     ngx_shmtx_unlock(&zone->shpool->mutex);
 
@@ -141,6 +145,7 @@ ngx_http_throttle_async_take(ngx_http_throttle_zone_t *zone,
     round->zone = zone;
     round->nkeys = n;
     round->pending = 0;
+    round->failed = 0;
     round->keys = (ngx_http_throttle_async_key_t *) (round + 1);
     p = (u_char *) (round->keys + n);
 
@@ -154,6 +159,8 @@ ngx_http_throttle_async_take(ngx_http_throttle_zone_t *zone,
         k->units = tn->stored.pending;
         p = ngx_cpymem(p, tn->data, tn->len);
 
+        ngx_http_throttle_metrics_pending(
+            zone, -zone->policy.pending_total(tn->stored.pending));
         tn->stored.pending.units = 0;
         ngx_queue_remove(q);
 
@@ -161,6 +168,8 @@ ngx_http_throttle_async_take(ngx_http_throttle_zone_t *zone,
             ngx_queue_insert_tail(&zone->sh->dirty, q);
         }
     }
+
+    round->took_all = ngx_http_throttle_metrics_taken(zone);
 
     return round;
 }

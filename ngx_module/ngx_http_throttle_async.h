@@ -29,6 +29,8 @@ typedef struct {
     ngx_uint_t                     nkeys;
     ngx_uint_t                     pending; /* script calls in flight */
     ngx_http_throttle_async_key_t *keys;
+    unsigned took_all : 1; /* every unit the zone had to send */
+    unsigned failed : 1;   /* a call of it failed */
 } ngx_http_throttle_async_round_t;
 
 /* One script call of a round: keys [first, first + n) of it. */

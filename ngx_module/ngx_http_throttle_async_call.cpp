@@ -7,6 +7,7 @@
  */
 
 #include "ngx_http_throttle_async.h"
+#include "ngx_http_throttle_metrics.h"
 
 #include "throttle/redis.hpp"
 
@@ -58,6 +59,7 @@ ngx_http_throttle_async_keep(ngx_http_throttle_async_round_t *round,
 {
     bool kept = units == NGX_HTTP_THROTTLE_ASYNC_UNITS_KEPT;
 
+    int64_t                        lost, unsent;
     ngx_uint_t                     i;
     ngx_http_throttle_node_t      *tn;
     ngx_http_throttle_async_key_t *k;
@@ -68,8 +70,9 @@ ngx_http_throttle_async_keep(ngx_http_throttle_async_round_t *round,
         tn = ngx_http_throttle_find_node(zone, k->data, k->len, k->hashed);
 
         if (tn == NULL) {
-            zone->sh->dropped_units +=
-                kept ? zone->policy.pending_total(k->units) : 0;
+            lost = kept ? zone->policy.pending_total(k->units) : 0;
+            zone->sh->dropped_units += lost;
+            ngx_http_throttle_metrics_lost(zone, lost);
             continue;
         }
 
@@ -78,8 +81,11 @@ ngx_http_throttle_async_keep(ngx_http_throttle_async_round_t *round,
             continue;
         }
 
+        unsent = zone->policy.pending_total(tn->stored.pending);
         tn->stored.pending =
             zone->policy.merge_pending(k->units, tn->stored.pending);
+        ngx_http_throttle_metrics_pending(
+            zone, zone->policy.pending_total(tn->stored.pending) - unsent);
 
         if (k->units.units || tn->sync_rounds) {
             ngx_http_throttle_mark_dirty(zone, tn);
@@ -156,6 +162,7 @@ ngx_http_throttle_async_done(void *data, redisReply *reply, const char *err,
         dropped = zone->sh->dropped_units;
         zone->sh->failing = 0;
         zone->sh->dropped_units = 0;
+        ngx_http_throttle_metrics_add(&zone->sh->metrics.sync_keys, call->n);
 
     } else {
         /* Units that reached Redis with no answer back may still be
@@ -167,6 +174,7 @@ ngx_http_throttle_async_done(void *data, redisReply *reply, const char *err,
             sent && reply == NULL ? NGX_HTTP_THROTTLE_ASYNC_UNITS_DELIVERED
                                   : NGX_HTTP_THROTTLE_ASYNC_UNITS_KEPT);
         zone->sh->failing++;
+        round->failed = 1;
     }
 
     ngx_shmtx_unlock(&zone->shpool->mutex);
@@ -261,6 +269,7 @@ ngx_http_throttle_async_send(ngx_http_throttle_async_round_t *round,
     call = ngx_http_throttle_async_call(round, first, n);
 
     if (call == NULL) {
+        round->failed = 1;
         ngx_shmtx_lock(&zone->shpool->mutex);
         ngx_http_throttle_async_keep(round, first, n,
                                      NGX_HTTP_THROTTLE_ASYNC_UNITS_KEPT);

@@ -6,6 +6,7 @@
  * (ngx_http_throttle_strict.cpp), after which the decision completes.
  */
 
+#include "ngx_http_throttle_metrics.h"
 #include "ngx_http_throttle_module.h"
 
 #include <new>
@@ -190,6 +191,7 @@ ngx_http_throttle_charge(ngx_http_throttle_ctx_t *ctx) noexcept
 
         if (rc == NGX_OK) {
             ngx_http_throttle_commit(check);
+            check->charged = 1;
 
         } else {
             ngx_http_throttle_release(check);
@@ -244,6 +246,16 @@ ngx_http_throttle_decide(ngx_http_throttle_ctx_t *ctx,
     return rc;
 }
 
+/* The phase's outcome, as $throttle_status says it, counted in each zone
+ * that took part. */
+static void
+ngx_http_throttle_conclude(ngx_http_throttle_ctx_t *ctx,
+                           ngx_uint_t               status) noexcept
+{
+    ctx->status = status;
+    ngx_http_throttle_metrics_decided(ctx);
+}
+
 ngx_int_t
 ngx_http_throttle_fail(ngx_http_throttle_ctx_t *ctx) noexcept
 {
@@ -253,11 +265,11 @@ ngx_http_throttle_fail(ngx_http_throttle_ctx_t *ctx) noexcept
 
     /* dry run never rejects, not even on "throttle_on_error deny" */
     if (tlcf->on_error == NGX_HTTP_THROTTLE_ON_ERROR_ALLOW || tlcf->dry_run) {
-        ctx->status = NGX_HTTP_THROTTLE_ERROR_ALLOWED;
+        ngx_http_throttle_conclude(ctx, NGX_HTTP_THROTTLE_ERROR_ALLOWED);
         return NGX_DECLINED;
     }
 
-    ctx->status = NGX_HTTP_THROTTLE_ERROR_DENIED;
+    ngx_http_throttle_conclude(ctx, NGX_HTTP_THROTTLE_ERROR_DENIED);
     return tlcf->status;
 }
 
@@ -278,7 +290,7 @@ ngx_http_throttle_finish(ngx_http_throttle_ctx_t *ctx, bool rejected) noexcept
     }
 
     if (!rejected) {
-        ctx->status = NGX_HTTP_THROTTLE_PASSED;
+        ngx_http_throttle_conclude(ctx, NGX_HTTP_THROTTLE_PASSED);
         return NGX_DECLINED;
     }
 
@@ -295,11 +307,11 @@ ngx_http_throttle_finish(ngx_http_throttle_ctx_t *ctx, bool rejected) noexcept
     }
 
     if (tlcf->dry_run) {
-        ctx->status = NGX_HTTP_THROTTLE_REJECTED_DRY_RUN;
+        ngx_http_throttle_conclude(ctx, NGX_HTTP_THROTTLE_REJECTED_DRY_RUN);
         return NGX_DECLINED;
     }
 
-    ctx->status = NGX_HTTP_THROTTLE_REJECTED;
+    ngx_http_throttle_conclude(ctx, NGX_HTTP_THROTTLE_REJECTED);
     return tlcf->status;
 }
 
@@ -373,11 +385,15 @@ ngx_http_throttle_prepare_all(ngx_http_request_t      *r,
     ctx->nchecks = n;
     *active = 0;
 
+    /* all of them, before any may fail: a failure counts the lines
+     * evaluated so far (ngx_http_throttle_fail()) */
+    for (i = 0; i < n; i++) {
+        new (&ctx->checks[i]) ngx_http_throttle_check_t();
+        ctx->checks[i].ctx = ctx;
+    }
+
     for (i = 0; i < n; i++) {
         ngx_http_throttle_check_t *check = &ctx->checks[i];
-
-        new (check) ngx_http_throttle_check_t();
-        check->ctx = ctx;
 
         rc = ngx_http_throttle_prepare(r, &limits[i], check);
 
@@ -418,6 +434,10 @@ ngx_http_throttle_start(ngx_http_request_t      *r,
         != NGX_OK)
     {
         return ngx_http_throttle_fail(ctx);
+    }
+
+    if (rejected && ctx->strict) {
+        ngx_http_throttle_metrics_denials(ctx);
     }
 
     if (rejected || !ctx->strict) {

@@ -10,7 +10,7 @@
 
 static ngx_http_output_header_filter_pt ngx_http_next_header_filter;
 
-static ngx_int_t
+ngx_int_t
 ngx_http_throttle_add_header(ngx_http_request_t *r, ngx_str_t name,
                              u_char *value, size_t len) noexcept
 {

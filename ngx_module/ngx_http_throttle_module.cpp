@@ -14,6 +14,7 @@
  *     throttle zone=name [cost=N|$variable] [phase=preaccess|authorized];
  *     throttle_status, throttle_headers, throttle_dry_run,
  *     throttle_log_level, throttle_on_error
+ *     throttle_metrics; (a location's content: ngx_http_throttle_metrics.cpp)
  */
 
 #include "ngx_http_throttle_module.h"
@@ -84,6 +85,9 @@ static ngx_command_t ngx_http_throttle_commands[] = {
      ngx_http_throttle_set_enum, NGX_HTTP_LOC_CONF_OFFSET,
      offsetof(ngx_http_throttle_loc_conf_t, log_level),
      &ngx_http_throttle_log_levels},
+
+    {ngx_string("throttle_metrics"), NGX_HTTP_LOC_CONF | NGX_CONF_NOARGS,
+     ngx_http_throttle_metrics_directive, 0, 0, NULL},
 
     {ngx_string("throttle_on_error"),
      NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF

@@ -28,6 +28,9 @@ extern "C" {
 
 extern "C" ngx_module_t ngx_http_throttle_module;
 
+/* The module's version, as throttle_metrics reports it (build_info). */
+#define NGX_HTTP_THROTTLE_VERSION "0.1.0"
+
 /* $throttle_status values */
 enum ngx_http_throttle_status_e {
     NGX_HTTP_THROTTLE_NONE = 0,
@@ -35,7 +38,8 @@ enum ngx_http_throttle_status_e {
     NGX_HTTP_THROTTLE_REJECTED,
     NGX_HTTP_THROTTLE_REJECTED_DRY_RUN,
     NGX_HTTP_THROTTLE_ERROR_ALLOWED,
-    NGX_HTTP_THROTTLE_ERROR_DENIED
+    NGX_HTTP_THROTTLE_ERROR_DENIED,
+    NGX_HTTP_THROTTLE_NSTATUS /* how many there are */
 };
 
 /* When a "throttle" line decides (phase=): in the preaccess phase, as
@@ -54,6 +58,42 @@ enum ngx_http_throttle_status_e {
 #define NGX_HTTP_THROTTLE_ON_ERROR_ALLOW 0
 #define NGX_HTTP_THROTTLE_ON_ERROR_DENY 1
 
+/*
+ * A zone's figures for throttle_metrics (ngx_http_throttle_metrics.h
+ * records them, _metrics.cpp reads them): the whole nginx's, since they
+ * live in the zone's shared memory, and kept with the zone over a reload.
+ * Counters are added to with ngx_atomic_fetch_add(), without the zone's
+ * lock. Gauges are written under the lock and read without it: each is an
+ * aligned word, which x86_64 and arm64 never read torn.
+ */
+typedef struct {
+    /* by $throttle_status */
+    ngx_atomic_t requests[NGX_HTTP_THROTTLE_NSTATUS];
+    /* units charged; refused by this zone itself */
+    ngx_atomic_t units_passed;
+    ngx_atomic_t units_rejected;
+    /* keys removed to make room: expired ones, and ones still limited */
+    ngx_atomic_t evicted_drained;
+    ngx_atomic_t evicted_live;
+    /* strict: rejections made without Redis */
+    ngx_atomic_t denial_cache_hits;
+    /* async: rounds by how they ended; keys Redis answered about; units
+     * evicted before they were synced */
+    ngx_atomic_t sync_ok;
+    ngx_atomic_t sync_failed;
+    ngx_atomic_t sync_keys;
+    ngx_atomic_t sync_lost_units;
+
+    /* gauges: nodes in the tree */
+    ngx_uint_t keys;
+    /* async: units charged and not sent to Redis yet; when the oldest unit
+     * Redis has not taken yet was charged, and the first one since the
+     * last round was taken (0: none) */
+    int64_t pending_units;
+    int64_t unsynced_since;
+    int64_t charged_since_take;
+} ngx_http_throttle_metrics_t;
+
 /* The zone's bookkeeping in shared memory: keys by hash, and by recency. */
 typedef struct {
     ngx_rbtree_t                  rbtree;
@@ -68,6 +108,7 @@ typedef struct {
     int64_t     syncer_until;  /* when its claim lapses, us */
     int64_t     dropped_units; /* evicted before they were synced */
     ngx_uint_t  failing;       /* syncs failed in a row */
+    ngx_http_throttle_metrics_t metrics;
 } ngx_http_throttle_shctx_t;
 
 /* One key in the zone. Starts at ngx_rbtree_node_t.color, as limit_req's;
@@ -163,6 +204,7 @@ typedef struct {
     int64_t                        sent_at;   /* the zone's clock, us */
     int64_t                        tokens[2]; /* the charge, for a refund */
     unsigned                       failed : 1;
+    unsigned                       charged : 1; /* the zone keeps the cost */
 } ngx_http_throttle_check_t;
 
 /* A phase's decision about a request, kept for the whole main request. */
@@ -254,6 +296,12 @@ ngx_http_throttle_async_init_worker(ngx_cycle_t              *cycle,
 
 /* ngx_http_throttle_filter.cpp */
 ngx_int_t ngx_http_throttle_filter_init(ngx_conf_t *cf) noexcept;
+ngx_int_t ngx_http_throttle_add_header(ngx_http_request_t *r, ngx_str_t name,
+                                       u_char *value, size_t len) noexcept;
+
+/* ngx_http_throttle_metrics.cpp */
+char *ngx_http_throttle_metrics_directive(ngx_conf_t *cf, ngx_command_t *cmd,
+                                          void *conf) noexcept;
 
 /* ngx_http_throttle_variables.cpp */
 ngx_int_t ngx_http_throttle_add_variables(ngx_conf_t *cf) noexcept;

@@ -175,6 +175,8 @@ ngx_http_throttle_strict_settle(ngx_http_throttle_ctx_t *ctx,
             continue;
         }
 
+        check->charged = admitted; /* else refunded, or not charged */
+
         if (check->decision.result.limited || admitted) {
             ngx_http_throttle_remember(check, log);
 

@@ -12,6 +12,7 @@
  * (throttle::StoredKey, and log_slots words after the key's data).
  */
 
+#include "ngx_http_throttle_metrics.h"
 #include "ngx_http_throttle_module.h"
 #include "ngx_http_throttle_params.h"
 
@@ -118,18 +119,22 @@ static void
 ngx_http_throttle_delete(ngx_http_throttle_zone_t *zone,
                          ngx_http_throttle_node_t *tn) noexcept
 {
+    int64_t            units;
     ngx_rbtree_node_t *node = ngx_http_throttle_rbnode(tn);
 
     if (tn->sync_rounds) {
         /* an async key evicted before its consumption reached Redis */
+        units = zone->policy.pending_total(tn->stored.pending);
         ngx_queue_remove(&tn->dirty);
-        zone->sh->dropped_units +=
-            zone->policy.pending_total(tn->stored.pending);
+        zone->sh->dropped_units += units;
+        ngx_http_throttle_metrics_lost(zone, units);
+        ngx_http_throttle_metrics_pending(zone, -units);
     }
 
     ngx_queue_remove(&tn->queue);
     ngx_rbtree_delete(&zone->sh->rbtree, node);
     ngx_slab_free_locked(zone->shpool, node);
+    zone->sh->metrics.keys--;
 }
 
 /* Frees expired nodes from the least recently used end, up to "n". An
@@ -160,14 +165,17 @@ static void
 ngx_http_throttle_evict(ngx_http_throttle_zone_t *zone, int64_t now,
                         ngx_log_t *log) noexcept
 {
+    bool                      live;
     ngx_queue_t              *q;
     ngx_http_throttle_node_t *tn;
 
     q = ngx_queue_last(&zone->sh->queue);
     tn = ngx_queue_data(q, ngx_http_throttle_node_t, queue);
+    live = tn->stored.expire_at_us > now;
 
-    if (tn->stored.expire_at_us > now
-        && ngx_http_throttle_log_due(&zone->sh->evict_log, now, 60000000))
+    ngx_http_throttle_metrics_evicted(zone, live);
+
+    if (live && ngx_http_throttle_log_due(&zone->sh->evict_log, now, 60000000))
     {
         ngx_log_error(NGX_LOG_WARN, log, 0,
                       "throttle zone \"%V\" is full: evicting keys that are "
@@ -329,6 +337,7 @@ ngx_http_throttle_release(ngx_http_throttle_check_t *check) noexcept
 void
 ngx_http_throttle_commit(ngx_http_throttle_check_t *check) noexcept
 {
+    int64_t                   unsent;
     ngx_http_throttle_node_t *tn;
     ngx_http_throttle_zone_t *zone = check->zone;
 
@@ -345,7 +354,12 @@ ngx_http_throttle_commit(ngx_http_throttle_check_t *check) noexcept
         tn = check->fresh;
         check->fresh = NULL;
         ngx_rbtree_insert(&zone->sh->rbtree, ngx_http_throttle_rbnode(tn));
+        zone->sh->metrics.keys++;
     }
+
+    unsent = ngx_http_throttle_async(zone)
+        ? zone->policy.pending_total(tn->stored.pending)
+        : 0;
 
     zone->policy.commit(check->decision, check->now, check->cost, tn->stored,
                         ngx_http_throttle_node_log(tn));
@@ -353,6 +367,11 @@ ngx_http_throttle_commit(ngx_http_throttle_check_t *check) noexcept
     ngx_queue_insert_head(&zone->sh->queue, &tn->queue);
 
     if (ngx_http_throttle_async(zone)) {
+        ngx_http_throttle_metrics_pending(
+            zone, zone->policy.pending_total(tn->stored.pending) - unsent);
+        if (check->cost > 0) {
+            ngx_http_throttle_metrics_charged(zone, check->now);
+        }
         ngx_http_throttle_mark_dirty(zone, tn);
     }
 }

@@ -34,6 +34,8 @@ ngx_http_throttle_forget_syncs(ngx_http_throttle_zone_t *zone,
     }
 
     zone->sh->syncer = 0;
+    zone->sh->metrics.pending_units = 0;
+    zone->sh->metrics.unsynced_since = 0;
 
     ngx_shmtx_unlock(&zone->shpool->mutex);
 

@@ -448,3 +448,53 @@ location / {
 }
 --- must_die
 invalid number of arguments in "throttle" directive
+
+
+
+=== TEST 44: throttle_metrics takes no parameter
+--- config
+location = /metrics {
+    throttle_metrics on;
+}
+--- must_die
+invalid number of arguments in "throttle_metrics" directive
+~ nginx\.conf:\d+
+
+
+
+=== TEST 45: throttle_metrics in the http block
+--- http_config
+throttle_metrics;
+--- must_die
+"throttle_metrics" directive is not allowed here
+
+
+
+=== TEST 46: throttle_metrics in a server block
+--- config
+throttle_metrics;
+--- must_die
+"throttle_metrics" directive is not allowed here
+
+
+
+=== TEST 47: throttle_metrics inside "if" in a location
+--- config
+location = /metrics {
+    if ($arg_x) {
+        throttle_metrics;
+    }
+}
+--- must_die
+"throttle_metrics" directive is not allowed here
+
+
+
+=== TEST 48: throttle_metrics twice in a location
+--- config
+location = /metrics {
+    throttle_metrics;
+    throttle_metrics;
+}
+--- must_die
+"throttle_metrics" directive is duplicate

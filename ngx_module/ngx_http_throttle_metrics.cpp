@@ -1,0 +1,492 @@
+/*
+ * throttle_metrics: the module's figures in Prometheus's text format
+ * (version 0.0.4), for GET and HEAD.
+ *
+ *     location = /metrics {
+ *         throttle_metrics;
+ *     }
+ *
+ * Each zone keeps its figures in its shared memory
+ * (ngx_http_throttle_metrics.h records them), so whichever worker answers
+ * reports the whole nginx's. A scrape takes no lock: counters and gauges
+ * are aligned 64-bit words, which x86_64 and arm64 read whole.
+ *
+ * The response is made of sections, each an upper bound of its size and
+ * the writer of its text, in this order: build_info, then the zones'
+ * families. A section for another kind of figures is one more pair in
+ * ngx_http_throttle_metrics_sections.
+ */
+
+#include "ngx_http_throttle_module.h"
+
+#include <algorithm>
+
+/* Which zones a family has samples of. */
+typedef enum {
+    NGX_HTTP_THROTTLE_METRICS_ANY,
+    NGX_HTTP_THROTTLE_METRICS_STRICT,
+    NGX_HTTP_THROTTLE_METRICS_ASYNC
+} ngx_http_throttle_metrics_zones_e;
+
+/* One sample of a zone: its labels after zone=, and its value: a counter
+ * of the zone's ngx_http_throttle_metrics_t (at an offset), or what a
+ * gauge function computes. */
+typedef struct {
+    const char *labels;
+    size_t      counter;
+    int64_t (*gauge)(const ngx_http_throttle_zone_t *zone);
+} ngx_http_throttle_metrics_sample_t;
+
+#define NGX_HTTP_THROTTLE_COUNTER(labels, field)                               \
+    {                                                                          \
+        labels, offsetof(ngx_http_throttle_metrics_t, field), NULL             \
+    }
+#define NGX_HTTP_THROTTLE_GAUGE(gauge)                                         \
+    {                                                                          \
+        "", 0, gauge                                                           \
+    }
+
+/* The most samples a family has for one zone. */
+#define NGX_HTTP_THROTTLE_METRICS_SAMPLES 5
+
+typedef struct {
+    const char                       *name;
+    const char                       *type;
+    const char                       *help;
+    ngx_http_throttle_metrics_zones_e zones;
+    bool                              seconds; /* the values are in us */
+    /* up to the first without labels */
+    ngx_http_throttle_metrics_sample_t
+        samples[NGX_HTTP_THROTTLE_METRICS_SAMPLES + 1];
+} ngx_http_throttle_metrics_family_t;
+
+/* What the sections report on: the configuration's zones, sorted by
+ * name. */
+typedef struct {
+    ngx_http_throttle_zone_t **zones;
+    ngx_uint_t                 nzones;
+} ngx_http_throttle_metrics_scrape_t;
+
+typedef struct {
+    size_t (*size)(const ngx_http_throttle_metrics_scrape_t *scrape);
+    u_char *(*write)(u_char                                   *p,
+                     const ngx_http_throttle_metrics_scrape_t *scrape);
+} ngx_http_throttle_metrics_section_t;
+
+static int64_t
+ngx_http_throttle_metrics_keys(const ngx_http_throttle_zone_t *zone) noexcept
+{
+    return (int64_t) zone->sh->metrics.keys;
+}
+
+/* The slab pages in use: those of the pool's page array not free. */
+static int64_t
+ngx_http_throttle_metrics_bytes(const ngx_http_throttle_zone_t *zone) noexcept
+{
+    const ngx_slab_pool_t *pool = zone->shpool;
+    ngx_uint_t             pages = (ngx_uint_t) (pool->last - pool->pages);
+
+    return (int64_t) ((pages - pool->pfree) * ngx_pagesize);
+}
+
+static int64_t
+ngx_http_throttle_metrics_size(const ngx_http_throttle_zone_t *zone) noexcept
+{
+    return (int64_t) zone->shm_zone->shm.size;
+}
+
+static int64_t
+ngx_http_throttle_metrics_pending(const ngx_http_throttle_zone_t *zone) noexcept
+{
+    return zone->sh->metrics.pending_units;
+}
+
+/* How long ago the oldest unit Redis has not taken yet was charged. */
+static int64_t
+ngx_http_throttle_metrics_lag(const ngx_http_throttle_zone_t *zone) noexcept
+{
+    int64_t since = zone->sh->metrics.unsynced_since;
+
+    return since ? ngx_max(zone->policy.now_us() - since, (int64_t) 0) : 0;
+}
+
+/* The zones' families, sorted by name. */
+static const ngx_http_throttle_metrics_family_t
+    ngx_http_throttle_metrics_families[] = {
+        {"nginx_throttle_denial_cache_hits_total",
+         "counter",
+         "Requests a strict zone rejected from its memory of Redis's "
+         "rejections, without asking Redis.",
+         NGX_HTTP_THROTTLE_METRICS_STRICT,
+         false,
+         {NGX_HTTP_THROTTLE_COUNTER("", denial_cache_hits)}},
+        {"nginx_throttle_requests_total",
+         "counter",
+         "Requests a zone decided, by the outcome of their phase "
+         "($throttle_status).",
+         NGX_HTTP_THROTTLE_METRICS_ANY,
+         false,
+         {NGX_HTTP_THROTTLE_COUNTER(",result=\"passed\"",
+                                    requests[NGX_HTTP_THROTTLE_PASSED]),
+          NGX_HTTP_THROTTLE_COUNTER(",result=\"rejected\"",
+                                    requests[NGX_HTTP_THROTTLE_REJECTED]),
+          NGX_HTTP_THROTTLE_COUNTER(
+              ",result=\"rejected_dry_run\"",
+              requests[NGX_HTTP_THROTTLE_REJECTED_DRY_RUN]),
+          NGX_HTTP_THROTTLE_COUNTER(",result=\"error_allowed\"",
+                                    requests[NGX_HTTP_THROTTLE_ERROR_ALLOWED]),
+          NGX_HTTP_THROTTLE_COUNTER(",result=\"error_denied\"",
+                                    requests[NGX_HTTP_THROTTLE_ERROR_DENIED])}},
+        {"nginx_throttle_sync_keys_total",
+         "counter",
+         "Keys an async zone synced with Redis.",
+         NGX_HTTP_THROTTLE_METRICS_ASYNC,
+         false,
+         {NGX_HTTP_THROTTLE_COUNTER("", sync_keys)}},
+        {"nginx_throttle_sync_lag_seconds",
+         "gauge",
+         "Age of the oldest unit an async zone charged that Redis has not "
+         "taken yet.",
+         NGX_HTTP_THROTTLE_METRICS_ASYNC,
+         true,
+         {NGX_HTTP_THROTTLE_GAUGE(ngx_http_throttle_metrics_lag)}},
+        {"nginx_throttle_sync_lost_units_total",
+         "counter",
+         "Units an async zone charged and evicted before they were synced.",
+         NGX_HTTP_THROTTLE_METRICS_ASYNC,
+         false,
+         {NGX_HTTP_THROTTLE_COUNTER("", sync_lost_units)}},
+        {"nginx_throttle_sync_pending_units",
+         "gauge",
+         "Units an async zone charged and has not sent to Redis yet.",
+         NGX_HTTP_THROTTLE_METRICS_ASYNC,
+         false,
+         {NGX_HTTP_THROTTLE_GAUGE(ngx_http_throttle_metrics_pending)}},
+        {"nginx_throttle_sync_runs_total",
+         "counter",
+         "Syncs of an async zone with Redis, by how they ended.",
+         NGX_HTTP_THROTTLE_METRICS_ASYNC,
+         false,
+         {NGX_HTTP_THROTTLE_COUNTER(",result=\"ok\"", sync_ok),
+          NGX_HTTP_THROTTLE_COUNTER(",result=\"failed\"", sync_failed)}},
+        {"nginx_throttle_units_total",
+         "counter",
+         "Units a zone charged (passed), or refused when it rejected a "
+         "request itself (rejected).",
+         NGX_HTTP_THROTTLE_METRICS_ANY,
+         false,
+         {NGX_HTTP_THROTTLE_COUNTER(",result=\"passed\"", units_passed),
+          NGX_HTTP_THROTTLE_COUNTER(",result=\"rejected\"", units_rejected)}},
+        {"nginx_throttle_zone_bytes",
+         "gauge",
+         "Bytes of a zone's shared memory in use (slab pages).",
+         NGX_HTTP_THROTTLE_METRICS_ANY,
+         false,
+         {NGX_HTTP_THROTTLE_GAUGE(ngx_http_throttle_metrics_bytes)}},
+        {"nginx_throttle_zone_evictions_total",
+         "counter",
+         "Keys removed from a full zone to make room, expired (drained) or "
+         "still limited (live).",
+         NGX_HTTP_THROTTLE_METRICS_ANY,
+         false,
+         {NGX_HTTP_THROTTLE_COUNTER(",state=\"drained\"", evicted_drained),
+          NGX_HTTP_THROTTLE_COUNTER(",state=\"live\"", evicted_live)}},
+        {"nginx_throttle_zone_keys",
+         "gauge",
+         "Keys a zone holds.",
+         NGX_HTTP_THROTTLE_METRICS_ANY,
+         false,
+         {NGX_HTTP_THROTTLE_GAUGE(ngx_http_throttle_metrics_keys)}},
+        {"nginx_throttle_zone_size_bytes",
+         "gauge",
+         "Size of a zone's shared memory.",
+         NGX_HTTP_THROTTLE_METRICS_ANY,
+         false,
+         {NGX_HTTP_THROTTLE_GAUGE(ngx_http_throttle_metrics_size)}}};
+
+static bool
+ngx_http_throttle_metrics_has(const ngx_http_throttle_metrics_family_t *f,
+                              const ngx_http_throttle_zone_t *zone) noexcept
+{
+    switch (f->zones) {
+    case NGX_HTTP_THROTTLE_METRICS_STRICT:
+        return ngx_http_throttle_strict(zone);
+    case NGX_HTTP_THROTTLE_METRICS_ASYNC:
+        return ngx_http_throttle_async(zone);
+    default:
+        return true;
+    }
+}
+
+static int64_t
+ngx_http_throttle_metrics_value(const ngx_http_throttle_metrics_sample_t *s,
+                                const ngx_http_throttle_zone_t *zone) noexcept
+{
+    if (s->gauge) {
+        return s->gauge(zone);
+    }
+
+    return (int64_t)
+        * (const ngx_atomic_t *) ((const u_char *) &zone->sh->metrics
+                                  + s->counter);
+}
+
+/* "# HELP" and "# TYPE", with their line ends. */
+static size_t
+ngx_http_throttle_metrics_header_size(const char *name, const char *type,
+                                      const char *help) noexcept
+{
+    return sizeof("# HELP  \n# TYPE  \n") - 1 + 2 * ngx_strlen(name)
+        + ngx_strlen(help) + ngx_strlen(type);
+}
+
+static u_char *
+ngx_http_throttle_metrics_header(u_char *p, const char *name, const char *type,
+                                 const char *help) noexcept
+{
+    return ngx_sprintf(p, "# HELP %s %s\n# TYPE %s %s\n", name, help, name,
+                       type);
+}
+
+#define NGX_HTTP_THROTTLE_BUILD_INFO "nginx_throttle_build_info"
+#define NGX_HTTP_THROTTLE_BUILD_HELP "The module's version."
+#define NGX_HTTP_THROTTLE_BUILD_SAMPLE                                         \
+    NGX_HTTP_THROTTLE_BUILD_INFO "{version=\"" NGX_HTTP_THROTTLE_VERSION       \
+                                 "\"} 1\n"
+
+static size_t
+ngx_http_throttle_metrics_build_size(
+    const ngx_http_throttle_metrics_scrape_t *scrape) noexcept
+{
+    return ngx_http_throttle_metrics_header_size(NGX_HTTP_THROTTLE_BUILD_INFO,
+                                                 "gauge",
+                                                 NGX_HTTP_THROTTLE_BUILD_HELP)
+        + sizeof(NGX_HTTP_THROTTLE_BUILD_SAMPLE) - 1;
+}
+
+static u_char *
+ngx_http_throttle_metrics_build_write(
+    u_char *p, const ngx_http_throttle_metrics_scrape_t *scrape) noexcept
+{
+    p = ngx_http_throttle_metrics_header(p, NGX_HTTP_THROTTLE_BUILD_INFO,
+                                         "gauge", NGX_HTTP_THROTTLE_BUILD_HELP);
+    return ngx_cpymem(p, NGX_HTTP_THROTTLE_BUILD_SAMPLE,
+                      sizeof(NGX_HTTP_THROTTLE_BUILD_SAMPLE) - 1);
+}
+
+static size_t
+ngx_http_throttle_metrics_zones_size(
+    const ngx_http_throttle_metrics_scrape_t *scrape) noexcept
+{
+    size_t                                    size = 0;
+    ngx_uint_t                                z;
+    const ngx_http_throttle_metrics_sample_t *s;
+
+    for (const auto &family : ngx_http_throttle_metrics_families) {
+        size += ngx_http_throttle_metrics_header_size(family.name, family.type,
+                                                      family.help);
+
+        for (z = 0; z < scrape->nzones; z++) {
+            /* name{zone="..."<labels>} value\n, the value signed and, in
+             * seconds, with six decimals */
+            for (s = family.samples; s->labels; s++) {
+                size += ngx_strlen(family.name) + sizeof("{zone=\"\"} \n")
+                    + scrape->zones[z]->name.len + ngx_strlen(s->labels)
+                    + NGX_INT64_LEN + sizeof(".000000");
+            }
+        }
+    }
+
+    return size;
+}
+
+static u_char *
+ngx_http_throttle_metrics_sample(u_char                                   *p,
+                                 const ngx_http_throttle_metrics_family_t *f,
+                                 const ngx_http_throttle_metrics_sample_t *s,
+                                 const ngx_http_throttle_zone_t *zone) noexcept
+{
+    int64_t value = ngx_http_throttle_metrics_value(s, zone);
+
+    /* zone names need no escaping: they are letters, digits, "_", "-" and
+     * "." (throttle::valid_zone_name()) */
+    p = ngx_sprintf(p, "%s{zone=\"%V\"%s} ", f->name, &zone->name, s->labels);
+
+    if (f->seconds) {
+        return ngx_sprintf(p, "%L.%06L\n", value / 1000000, value % 1000000);
+    }
+
+    return ngx_sprintf(p, "%L\n", value);
+}
+
+/* Each family once, with every zone's samples; a family no zone has is
+ * left out. */
+static u_char *
+ngx_http_throttle_metrics_zones_write(
+    u_char *p, const ngx_http_throttle_metrics_scrape_t *scrape) noexcept
+{
+    bool                                      started;
+    ngx_uint_t                                z;
+    const ngx_http_throttle_zone_t           *zone;
+    const ngx_http_throttle_metrics_sample_t *s;
+
+    for (const auto &family : ngx_http_throttle_metrics_families) {
+        started = false;
+
+        for (z = 0; z < scrape->nzones; z++) {
+            zone = scrape->zones[z];
+
+            if (!ngx_http_throttle_metrics_has(&family, zone)) {
+                continue;
+            }
+
+            if (!started) {
+                p = ngx_http_throttle_metrics_header(p, family.name,
+                                                     family.type, family.help);
+                started = true;
+            }
+
+            for (s = family.samples; s->labels; s++) {
+                p = ngx_http_throttle_metrics_sample(p, &family, s, zone);
+            }
+        }
+    }
+
+    return p;
+}
+
+static const ngx_http_throttle_metrics_section_t
+    ngx_http_throttle_metrics_sections[] = {
+        {ngx_http_throttle_metrics_build_size,
+         ngx_http_throttle_metrics_build_write},
+        {ngx_http_throttle_metrics_zones_size,
+         ngx_http_throttle_metrics_zones_write}};
+
+/* The configuration's zones, sorted by name, in the request's pool. */
+static ngx_int_t
+ngx_http_throttle_metrics_scrape(
+    ngx_http_request_t *r, ngx_http_throttle_metrics_scrape_t *scrape) noexcept
+{
+    ngx_http_throttle_main_conf_t *tmcf;
+
+    tmcf = (ngx_http_throttle_main_conf_t *) ngx_http_get_module_main_conf(
+        r, ngx_http_throttle_module);
+
+    scrape->nzones = tmcf->zones.nelts;
+    scrape->zones = (ngx_http_throttle_zone_t **) ngx_palloc(
+        r->pool, (scrape->nzones + 1) * sizeof(ngx_http_throttle_zone_t *));
+    if (scrape->zones == NULL) {
+        return NGX_ERROR;
+    }
+
+    ngx_memcpy(scrape->zones, tmcf->zones.elts,
+               scrape->nzones * sizeof(ngx_http_throttle_zone_t *));
+
+    std::sort(scrape->zones, scrape->zones + scrape->nzones,
+              [](const ngx_http_throttle_zone_t *a,
+                 const ngx_http_throttle_zone_t *b) {
+                  return ngx_memn2cmp(a->name.data, b->name.data, a->name.len,
+                                      b->name.len)
+                      < 0;
+              });
+
+    return NGX_OK;
+}
+
+/* The whole text, in one buffer. */
+static ngx_buf_t *
+ngx_http_throttle_metrics_text(ngx_http_request_t *r) noexcept
+{
+    size_t                             size = 0;
+    ngx_buf_t                         *b;
+    ngx_http_throttle_metrics_scrape_t scrape;
+
+    if (ngx_http_throttle_metrics_scrape(r, &scrape) != NGX_OK) {
+        return NULL;
+    }
+
+    for (const auto &section : ngx_http_throttle_metrics_sections) {
+        size += section.size(&scrape);
+    }
+
+    b = ngx_create_temp_buf(r->pool, size);
+    if (b == NULL) {
+        return NULL;
+    }
+
+    for (const auto &section : ngx_http_throttle_metrics_sections) {
+        b->last = section.write(b->last, &scrape);
+    }
+
+    b->last_buf = (r == r->main) ? 1 : 0;
+    b->last_in_chain = 1;
+
+    return b;
+}
+
+static ngx_int_t
+ngx_http_throttle_metrics_handler(ngx_http_request_t *r) noexcept
+{
+    ngx_int_t   rc;
+    ngx_buf_t  *b;
+    ngx_chain_t out;
+
+    static ngx_str_t allow = ngx_string("Allow");
+    static u_char    allowed[] = "GET, HEAD";
+
+    if (!(r->method & (NGX_HTTP_GET | NGX_HTTP_HEAD))) {
+        if (ngx_http_throttle_add_header(r, allow, allowed, sizeof(allowed) - 1)
+            != NGX_OK)
+        {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+
+        return NGX_HTTP_NOT_ALLOWED;
+    }
+
+    rc = ngx_http_discard_request_body(r);
+    if (rc != NGX_OK) {
+        return rc;
+    }
+
+    b = ngx_http_throttle_metrics_text(r);
+    if (b == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    /* the version and charset Prometheus expects of the text format */
+    ngx_str_set(&r->headers_out.content_type,
+                "text/plain; version=0.0.4; charset=utf-8");
+    r->headers_out.content_type_len = sizeof("text/plain") - 1;
+    r->headers_out.status = NGX_HTTP_OK;
+    r->headers_out.content_length_n = b->last - b->pos;
+
+    rc = ngx_http_send_header(r);
+
+    if (rc == NGX_ERROR || rc > NGX_OK || r->header_only) {
+        return rc;
+    }
+
+    out.buf = b;
+    out.next = NULL;
+
+    return ngx_http_output_filter(r, &out);
+}
+
+char *
+ngx_http_throttle_metrics_directive(ngx_conf_t *cf, ngx_command_t *cmd,
+                                    void *conf) noexcept
+{
+    ngx_http_core_loc_conf_t *clcf;
+
+    clcf = (ngx_http_core_loc_conf_t *) ngx_http_conf_get_module_loc_conf(
+        cf, ngx_http_core_module);
+
+    if (clcf->handler == ngx_http_throttle_metrics_handler) {
+        return (char *) "is duplicate";
+    }
+
+    clcf->handler = ngx_http_throttle_metrics_handler;
+
+    return NGX_CONF_OK;
+}
