@@ -25,6 +25,7 @@ Prometheus server
     my $series = $p->query('nginx_throttle_requests_total');
         # [ { metric => { __name__, zone, result, job, instance },
         #     value => [time, "16"] }, ... ]
+    my $targets = $p->targets;  # [ { labels, health, lastError, ... } ]
     $p->wait_for_scrapes(2);   # until it has scraped the target twice
     $p->stop;                  # also done when $p goes, and at END
 
@@ -128,24 +129,34 @@ sub url { "http://127.0.0.1:$_[0]{port}" }
 
 sub log { read_file("$_[0]{dir}/prometheus.log") }
 
-# The result of an instant query (/api/v1/query): a list of series, each
-# { metric => { label => value }, value => [time, "value"] }. Dies when
-# the API answers an error.
-sub query {
-    my ($self, $expr) = @_;
+# The data of an API call (GET /api/v1/$path); dies when it fails.
+sub api {
+    my ($self, $path) = @_;
     my $res = HTTP::Tiny->new(timeout => $TIMEOUT)->get(
-        $self->url . '/api/v1/query?query=' . _escape($expr));
-    die "query $expr: HTTP $res->{status}: $res->{content}\n"
+        $self->url . "/api/v1/$path");
+    die "$path: HTTP $res->{status}: $res->{content}\n"
         unless $res->{success};
     my $body = decode_json($res->{content});
-    die "query $expr: $body->{status}: " . ($body->{error} // '') . "\n"
+    die "$path: $body->{status}: " . ($body->{error} // '') . "\n"
         unless $body->{status} eq 'success';
-    return $body->{data}{result};
+    return $body->{data};
 }
 
-# Waits until the server has scraped its target $n times (its own
-# prometheus_target_scrapes... are per job: it counts the samples of "up"
-# over the last minute); true if it did within twice $TIMEOUT.
+# The result of an instant query: a list of series, each { metric =>
+# { label => value }, value => [time, "value"] }.
+sub query {
+    my ($self, $expr) = @_;
+    return $self->api('query?query=' . _escape($expr))->{result};
+}
+
+# The active targets: each { labels, health ("up"), lastError, ... }.
+sub targets {
+    my ($self) = @_;
+    return $self->api('targets')->{activeTargets};
+}
+
+# Waits until the server has scraped its target $n times (the samples of
+# "up" over the last minute); true if it did within twice $TIMEOUT.
 sub wait_for_scrapes {
     my ($self, $n) = @_;
     return wait_until($TIMEOUT * 2, sub {

@@ -1,0 +1,148 @@
+# throttle_metrics read by Prometheus's own tools: promtool check metrics on
+# the output of every family (local, strict and async zones, with a real
+# Redis), and a real Prometheus server on loopback that scrapes the block's
+# nginx every second and answers, through its HTTP API, the values nginx
+# sent.
+
+use strict;
+use warnings;
+
+use Test::More;
+
+use Prometheus;
+use ThrottleTest;
+
+require_redis_module();
+BAIL_OUT('prometheus/promtool missing: apt-get install prometheus')
+    unless Prometheus::available();
+
+# ---------------------------------------------------------------------------
+# Helpers (perl steps call them as main::name)
+
+# GET /metrics: its text; dies unless it is a 200.
+sub metrics_text {
+    my $res = ThrottleTest::Step::request('GET /metrics');
+    die 'GET /metrics: ' . ($res->{status} // $res->{error}) . "\n"
+        unless ($res->{status} // 0) == 200;
+    return $res->{body};
+}
+
+# The families of a text, in order, each once: "# TYPE" lines, then the
+# names of the samples; dies when a family's samples are not all under its
+# own TYPE line.
+sub families_of {
+    my ($text) = @_;
+    my (@families, %seen, $current);
+    for my $line (split /\n/, $text) {
+        if ($line =~ /^# TYPE (\S+) /) {
+            die "$1 twice\n" if $seen{$1}++;
+            push @families, $current = $1;
+        } elsif ($line =~ /^([a-z_]+)\{/ && $1 ne ($current // '')) {
+            die "$1 sampled under the TYPE of " . ($current // 'none') . "\n";
+        }
+    }
+    return @families;
+}
+
+run_blocks();
+
+__DATA__
+
+=== TEST 1: promtool check metrics finds nothing to say about every family, for local, strict and async zones
+--- redis
+redis
+--- http_config
+throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+throttle_zone $http_x_key zone=local:1m rate=1r/m burst=1;
+throttle_zone $http_x_key zone=strict:1m rate=1r/m burst=1 redis=main;
+throttle_zone $http_x_key zone=async:1m rate=1r/m burst=1 redis=main sync=async sync_interval=100ms;
+--- config
+location = /a.txt {
+    throttle zone=local;
+    throttle zone=strict;
+    throttle zone=async;
+}
+location = /metrics {
+    throttle_metrics;
+}
+--- requests
+GET /a.txt x2 => 200
+  > X-Key: k
+GET /a.txt x2 => 429
+  > X-Key: k
+perl {
+    my $runs = 'nginx_throttle_sync_runs_total{zone="async",result="ok"}';
+    ok(wait_until(5, sub { Prometheus::parse(main::metrics_text())->{$runs} >= 1 }),
+       "$name: the async zone synced");
+    my $text = main::metrics_text();
+    my ($rc, $out) = Prometheus::promtool_check($text);
+    is($rc, 0, "$name: promtool check metrics exits 0");
+    is($out, '', "$name: and prints nothing (no error, no warning)");
+    # the check can fail: a counter without _total is one promtool names
+    ($rc, $out) = Prometheus::promtool_check("# HELP x y\n# TYPE x counter\nx 1\n");
+    isnt($rc, 0, "$name: promtool does fault a counter named without _total");
+    my @families = eval { main::families_of($text) };
+    is($@, '', "$name: each family once, its samples under it");
+    is_deeply(\@families, [sort @families], "$name: families sorted by name");
+    is(scalar @families, 13, "$name: 13 families: build_info and the zones' 12")
+        or diag("@families");
+}
+
+
+
+=== TEST 2: a real Prometheus scrapes /metrics every second; its API answers the values nginx sent
+--- http_config
+throttle_zone $http_x_key zone=reply:1m rate=30r/m burst=15;
+throttle_zone $http_x_key zone=preview:1m rate=1r/m burst=0;
+--- config
+location = /a.txt {
+    throttle zone=reply;
+}
+location = /b.txt {
+    throttle zone=preview;
+    throttle_dry_run on;
+}
+location = /metrics {
+    throttle_metrics;
+}
+--- requests
+GET /a.txt x16 => 200
+  > X-Key: alice
+GET /a.txt x4 => 429
+  > X-Key: alice
+GET /b.txt x3 => 200
+  > X-Key: bob
+perl {
+    my $sent = Prometheus::parse(main::metrics_text());
+    my $prometheus = Prometheus->start(target => "127.0.0.1:$nginx->{port}",
+                                       metrics_path => '/metrics');
+    ok($prometheus->wait_for_scrapes(2), "$name: Prometheus scraped twice");
+
+    my ($target) = grep { $_->{labels}{job} eq 'nginx' }
+                   @{ $prometheus->targets };
+    is($target->{health}, 'up', "$name: the target is up");
+    is($target->{lastError}, '', "$name: the last scrape had no error");
+
+    my %got;
+    for my $series (@{ $prometheus->query('nginx_throttle_requests_total') }) {
+        my $l = $series->{metric};
+        $got{"nginx_throttle_requests_total{zone=\"$l->{zone}\",result=\"$l->{result}\"}"}
+            = $series->{value}[1];
+    }
+    my %want = map { $_ => $sent->{$_} }
+               grep { /^nginx_throttle_requests_total\{/ } keys %$sent;
+    is_deeply(\%got, \%want, "$name: the requests_total series as sent")
+        or diag(explain \%got, \%want);
+    is($got{'nginx_throttle_requests_total{zone="reply",result="passed"}'}, 16,
+       "$name: 16 passed in reply");
+    is($got{'nginx_throttle_requests_total{zone="reply",result="rejected"}'}, 4,
+       "$name: 4 rejected in reply");
+    is($got{'nginx_throttle_requests_total{zone="preview",result="rejected_dry_run"}'},
+       2, "$name: 2 rejected in dry run in preview");
+
+    my $build = $prometheus->query('nginx_throttle_build_info');
+    is(scalar @$build, 1, "$name: one build_info series");
+    like($build->[0]{metric}{version}, qr/^\d+\.\d+\.\d+$/,
+         "$name: with the version");
+    $prometheus->stop;
+}
