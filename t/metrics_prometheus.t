@@ -2,11 +2,13 @@
 # the output of every family (local, strict and async zones, with a real
 # Redis), and a real Prometheus server on loopback that scrapes the block's
 # nginx every second and answers, through its HTTP API, the values nginx
-# sent.
+# sent; it evaluates docs/prometheus-rules.yml on them, and the alert of a
+# zone that rejects too much goes pending.
 
 use strict;
 use warnings;
 
+use FindBin;
 use Test::More;
 
 use Prometheus;
@@ -15,6 +17,8 @@ use ThrottleTest;
 require_redis_module();
 BAIL_OUT('prometheus/promtool missing: apt-get install prometheus')
     unless Prometheus::available();
+
+our $RULES = "$FindBin::Bin/../docs/prometheus-rules.yml";
 
 # ---------------------------------------------------------------------------
 # Helpers (perl steps call them as main::name)
@@ -90,7 +94,7 @@ perl {
 
 
 
-=== TEST 2: a real Prometheus scrapes /metrics every second; its API answers the values nginx sent
+=== TEST 2: a real Prometheus scrapes /metrics every second: its API answers the values nginx sent, the alerting rules evaluate, and a zone that rejects most requests has its alert pending
 --- http_config
 throttle_zone $http_x_key zone=reply:1m rate=30r/m burst=15;
 throttle_zone $http_x_key zone=preview:1m rate=1r/m burst=0;
@@ -113,10 +117,16 @@ GET /a.txt x4 => 429
 GET /b.txt x3 => 200
   > X-Key: bob
 perl {
+    my ($rc, $out) = Prometheus::promtool_check_rules($main::RULES);
+    is($rc, 0, "$name: promtool check rules accepts the rules")
+        or diag($out);
+
     my $sent = Prometheus::parse(main::metrics_text());
     my $prometheus = Prometheus->start(target => "127.0.0.1:$nginx->{port}",
-                                       metrics_path => '/metrics');
-    ok($prometheus->wait_for_scrapes(2), "$name: Prometheus scraped twice");
+                                       metrics_path => '/metrics',
+                                       rules => $main::RULES);
+    # (Prometheus 2.42 starts scraping a target some 5 s after it starts)
+    ok($prometheus->wait_for_scrapes(1), "$name: Prometheus scraped nginx");
 
     my ($target) = grep { $_->{labels}{job} eq 'nginx' }
                    @{ $prometheus->targets };
@@ -144,5 +154,18 @@ perl {
     is(scalar @$build, 1, "$name: one build_info series");
     like($build->[0]{metric}{version}, qr/^\d+\.\d+\.\d+$/,
          "$name: with the version");
+
+    # rejections only, between scrapes: reply rejects all it decides now
+    request('GET /a.txt', 'X-Key' => 'alice') for 1 .. 5;
+    my $pending = sub {
+        grep { $_->{labels}{alertname} eq 'ThrottleZoneRejecting'
+               && $_->{labels}{zone} eq 'reply' } @{ $prometheus->alerts };
+    };
+    ok(wait_until(10, $pending), "$name: ThrottleZoneRejecting is pending for reply")
+        or diag(explain $prometheus->alerts);
+    my @rules = @{ $prometheus->rules };
+    is(scalar @rules, 5, "$name: 5 rules loaded");
+    is_deeply([grep { $_->{health} ne 'ok' } @rules], [],
+              "$name: every rule evaluated without error");
     $prometheus->stop;
 }

@@ -19,14 +19,18 @@ Prometheus server
     my ($rc, $out) = Prometheus::promtool_check($text);
         # promtool check metrics on the text: 0 and '' when it has nothing
         # to say
+    ($rc, $out) = Prometheus::promtool_check_rules($file);
 
     my $p = Prometheus->start(target => "127.0.0.1:$port",
-                              metrics_path => '/metrics');
+                              metrics_path => '/metrics',
+                              rules => 'docs/prometheus-rules.yml');
     my $series = $p->query('nginx_throttle_requests_total');
         # [ { metric => { __name__, zone, result, job, instance },
         #     value => [time, "16"] }, ... ]
     my $targets = $p->targets;  # [ { labels, health, lastError, ... } ]
-    $p->wait_for_scrapes(2);   # until it has scraped the target twice
+    my $rules = $p->rules;      # [ { name, health, lastError, state... } ]
+    my $alerts = $p->alerts;    # [ { labels => { alertname, ... }, state } ]
+    $p->wait_for_scrapes(1);   # until it has scraped the target once
     $p->stop;                  # also done when $p goes, and at END
 
 =head1 THE SERVER
@@ -34,9 +38,11 @@ Prometheus server
 C<prometheus> (C<TEST_PROMETHEUS>, default F</usr/bin/prometheus>) runs in
 the foreground as a child of the test, on 127.0.0.1 and a free port, with
 its own temporary directory (configuration, TSDB, log) and one scrape job
-C<nginx> for the target, every second. C<start> returns once
+C<nginx> for the target, every second; C<rules> names a rule file, which
+it evaluates every second. C<start> returns once
 C</-/ready> answers 200; every wait is bounded by C<TEST_THROTTLE_TIMEOUT>
-(default 5 s). C<stop> sends TERM and waits (KILL after the timeout); the
+(default 5 s), but the first scrape's, which Prometheus 2.42 starts some
+5 s after it is ready (its discovery reloads every 5 s): twice that. C<stop> sends TERM and waits (KILL after the timeout); the
 object's destructor and Processes' END block stop a server a test did not.
 
 =cut
@@ -83,6 +89,12 @@ sub promtool_check {
     return run_cmd(['sh', '-c', "exec $PROMTOOL check metrics < $in"]);
 }
 
+# promtool check rules on a rule file: (exit code, what it printed).
+sub promtool_check_rules {
+    my ($file) = @_;
+    return run_cmd([$PROMTOOL, 'check', 'rules', $file]);
+}
+
 # ---------------------------------------------------------------------------
 # The server
 
@@ -91,11 +103,14 @@ sub start {
     my $dir = File::Temp->newdir('prometheus-test-XXXXXX', TMPDIR => 1);
     my $self = bless { dir => $dir, port => free_port() }, $class;
 
+    my $rule_files = $o{rules} ? "rule_files: ['$o{rules}']" : '';
     open my $fh, '>', "$dir/prometheus.yml" or die "$dir/prometheus.yml: $!";
     print $fh <<"YAML";
 global:
   scrape_interval: 1s
   scrape_timeout: 1s
+  evaluation_interval: 1s
+$rule_files
 scrape_configs:
   - job_name: nginx
     metrics_path: $o{metrics_path}
@@ -153,6 +168,19 @@ sub query {
 sub targets {
     my ($self) = @_;
     return $self->api('targets')->{activeTargets};
+}
+
+# The rules of every group: each { name, health ("ok"), lastError,
+# lastEvaluation, ... }.
+sub rules {
+    my ($self) = @_;
+    return [map { @{ $_->{rules} } } @{ $self->api('rules')->{groups} }];
+}
+
+# The alerts pending or firing: each { labels, state, value, ... }.
+sub alerts {
+    my ($self) = @_;
+    return $self->api('alerts')->{alerts};
 }
 
 # Waits until the server has scraped its target $n times (the samples of
