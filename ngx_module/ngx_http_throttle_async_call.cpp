@@ -150,6 +150,12 @@ ngx_http_throttle_async_done(void *data, redisReply *reply, const char *err,
 
     if (reply) {
         err = ngx_http_throttle_async_read(zone, reply, call->n, &answer);
+
+        /* an error reply has been counted by the transport */
+        if (err && reply->type != REDIS_REPLY_ERROR) {
+            ngx_http_throttle_redis_count_error(
+                zone->redis->metrics, NGX_HTTP_THROTTLE_REDIS_ERR_REPLY);
+        }
     }
 
     ngx_shmtx_lock(&zone->shpool->mutex);

@@ -284,7 +284,8 @@ ngx_http_throttle_init(ngx_conf_t *cf) noexcept
         cf, ngx_http_throttle_module);
 
     if (ngx_http_throttle_resolve_redis(cf, tmcf) != NGX_OK
-        || ngx_http_throttle_check_refs(cf, tmcf) != NGX_OK)
+        || ngx_http_throttle_check_refs(cf, tmcf) != NGX_OK
+        || ngx_http_throttle_redis_metrics_zone(cf, &tmcf->redis) != NGX_OK)
     {
         return NGX_ERROR;
     }

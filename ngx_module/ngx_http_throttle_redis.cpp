@@ -372,6 +372,7 @@ ngx_http_throttle_redis_init_worker(ngx_cycle_t               *cycle,
     worker->backend = backend;
     worker->log = cycle->log;
     backend->worker = worker;
+    ngx_http_throttle_redis_metrics_init_worker(backend->metrics);
 
     switch (backend->topology) {
 

@@ -14,6 +14,8 @@ extern "C" {
 #include <ngx_event_connect.h>
 }
 
+#include "ngx_http_throttle_redis_metrics.h"
+
 #include "throttle/scripts.hpp"
 
 struct redisReply;
@@ -56,7 +58,8 @@ typedef struct {
 #if (NGX_SSL)
     ngx_ssl_t *ssl;
 #endif
-    ngx_http_throttle_redis_worker_t *worker; /* this worker's connections */
+    ngx_http_throttle_redis_metrics_t *metrics; /* the whole nginx's */
+    ngx_http_throttle_redis_worker_t  *worker;  /* this worker's connections */
 } ngx_http_throttle_redis_t;
 
 /*

@@ -230,6 +230,11 @@ ngx_http_throttle_redis_cluster_steer(ngx_http_throttle_redis_conn_t *conn,
 
     case throttle::ErrorKind::moved:
     case throttle::ErrorKind::ask:
+        ngx_http_throttle_redis_conn_error(
+            conn,
+            error.kind == throttle::ErrorKind::ask
+                ? NGX_HTTP_THROTTLE_REDIS_ERR_ASK
+                : NGX_HTTP_THROTTLE_REDIS_ERR_MOVED);
         ngx_http_throttle_redis_redirect(conn, cmd, error, text);
         return true;
 
@@ -237,11 +242,15 @@ ngx_http_throttle_redis_cluster_steer(ngx_http_throttle_redis_conn_t *conn,
     case throttle::ErrorKind::loading:
     case throttle::ErrorKind::masterdown:
         /* the map is out of date: that node is no master (yet) */
+        ngx_http_throttle_redis_conn_error(
+            conn, NGX_HTTP_THROTTLE_REDIS_ERR_FAILOVER);
         ngx_http_throttle_redis_cluster_refresh_soon(worker);
         break;
 
     case throttle::ErrorKind::tryagain:
     case throttle::ErrorKind::clusterdown:
+        ngx_http_throttle_redis_conn_error(
+            conn, NGX_HTTP_THROTTLE_REDIS_ERR_CLUSTERDOWN);
         break;
 
     default:

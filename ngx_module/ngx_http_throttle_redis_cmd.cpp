@@ -8,6 +8,7 @@
 
 #include "ngx_http_throttle_redis_conn.h"
 
+#include "throttle/clock.hpp"
 #include "throttle/cluster.hpp"
 
 #include <new>
@@ -165,6 +166,12 @@ ngx_http_throttle_redis_append_eval(ngx_http_throttle_redis_conn_t *conn,
     }
 
     rc = ngx_http_throttle_redis_append(conn, cmd, (int) argc, argv, argvlen);
+
+    if (rc == NGX_OK) {
+        cmd->appended_us = throttle::monotonic_now_us();
+        ngx_http_throttle_redis_count_command(
+            conn->node->worker->backend->metrics);
+    }
 
     if (argv != argv_small) {
         ngx_free(argv);
@@ -361,6 +368,8 @@ ngx_http_throttle_redis_setup_done(ngx_http_throttle_redis_conn_t *conn,
     if (cmd->kind == NGX_HTTP_THROTTLE_REDIS_ROLE
         && reply->type != REDIS_REPLY_ERROR && !throttle::role_is_master(reply))
     {
+        ngx_http_throttle_redis_conn_error(
+            conn, NGX_HTTP_THROTTLE_REDIS_ERR_FAILOVER);
         ngx_http_throttle_redis_fail(conn,
                                      "not a master (a failover?): "
                                      "asking the sentinels again");
@@ -373,6 +382,8 @@ ngx_http_throttle_redis_setup_done(ngx_http_throttle_redis_conn_t *conn,
         ngx_snprintf((u_char *) err, sizeof(err) - 1, "%s failed: %*s%Z",
                      names[cmd->kind], (size_t) ngx_min(reply->len, 200),
                      reply->str);
+        ngx_http_throttle_redis_conn_error(conn,
+                                           NGX_HTTP_THROTTLE_REDIS_ERR_AUTH);
         ngx_http_throttle_redis_fail(conn, err);
         return false;
     }
@@ -394,6 +405,8 @@ ngx_http_throttle_redis_steer(ngx_http_throttle_redis_conn_t *conn,
         && throttle::read_error({reply->str, (size_t) reply->len}).kind
             == throttle::ErrorKind::noscript)
     {
+        ngx_http_throttle_redis_conn_error(
+            conn, NGX_HTTP_THROTTLE_REDIS_ERR_NOSCRIPT);
         cmd->sent_source = 1;
         cmd->deadline = ngx_current_msec + cmd->timeout;
 
@@ -432,6 +445,8 @@ ngx_http_throttle_redis_dispatch(ngx_http_throttle_redis_conn_t *conn,
             return conn->state != NGX_HTTP_THROTTLE_REDIS_CLOSED;
         }
 
+        ngx_http_throttle_redis_conn_error(conn,
+                                           NGX_HTTP_THROTTLE_REDIS_ERR_REPLY);
         ngx_http_throttle_redis_fail(conn, "reply to no command");
         return false;
     }
@@ -445,11 +460,22 @@ ngx_http_throttle_redis_dispatch(ngx_http_throttle_redis_conn_t *conn,
 
     ngx_queue_remove(q);
 
+    if (cmd->kind == NGX_HTTP_THROTTLE_REDIS_SCRIPT) {
+        ngx_http_throttle_redis_count_latency(
+            conn->node->worker->backend->metrics,
+            throttle::monotonic_now_us() - cmd->appended_us);
+    }
+
     if (cmd->kind == NGX_HTTP_THROTTLE_REDIS_SCRIPT
         && reply->type == REDIS_REPLY_ERROR
         && ngx_http_throttle_redis_steer(conn, cmd, reply))
     {
         return conn->state != NGX_HTTP_THROTTLE_REDIS_CLOSED;
+    }
+
+    if (reply->type == REDIS_REPLY_ERROR) {
+        ngx_http_throttle_redis_conn_error(conn,
+                                           NGX_HTTP_THROTTLE_REDIS_ERR_REPLY);
     }
 
     conn->node->failures = 0;

@@ -35,6 +35,8 @@ ngx_http_throttle_redis_timed_out(ngx_event_t *ev) noexcept
 
     ngx_snprintf((u_char *) err, sizeof(err) - 1, "no reply within %M ms%Z",
                  conn->node->worker->backend->timeout);
+    ngx_http_throttle_redis_conn_error(conn,
+                                       NGX_HTTP_THROTTLE_REDIS_ERR_TIMEOUT);
     ngx_http_throttle_redis_fail(conn, err);
 }
 
@@ -98,12 +100,15 @@ ngx_http_throttle_redis_connect(ngx_http_throttle_redis_conn_t *conn) noexcept
             ngx_close_connection(conn->peer.connection);
             conn->peer.connection = NULL;
         }
+        ngx_http_throttle_redis_conn_error(conn,
+                                           NGX_HTTP_THROTTLE_REDIS_ERR_CONNECT);
         ngx_http_throttle_redis_fail(conn, "connect failed");
         return;
     }
 
     c = conn->peer.connection;
     c->data = conn;
+    ngx_http_throttle_redis_count_connection(node->worker->backend->metrics, 1);
     c->pool = ngx_create_pool(512, node->worker->log);
 
     if (c->pool == NULL) {
@@ -133,6 +138,8 @@ ngx_http_throttle_redis_connect_handler(ngx_event_t *ev) noexcept
     conn = (ngx_http_throttle_redis_conn_t *) c->data;
 
     if (ev->timedout) {
+        ngx_http_throttle_redis_conn_error(conn,
+                                           NGX_HTTP_THROTTLE_REDIS_ERR_TIMEOUT);
         ngx_http_throttle_redis_fail(conn, "timed out connecting");
         return;
     }
@@ -142,6 +149,8 @@ ngx_http_throttle_redis_connect_handler(ngx_event_t *ev) noexcept
     }
 
     if (err) {
+        ngx_http_throttle_redis_conn_error(conn,
+                                           NGX_HTTP_THROTTLE_REDIS_ERR_CONNECT);
         ngx_http_throttle_redis_fail(conn, strerror(err));
         return;
     }
@@ -241,6 +250,8 @@ ngx_http_throttle_redis_write_handler(ngx_event_t *ev) noexcept
         }
 
         if (n == NGX_ERROR) {
+            ngx_http_throttle_redis_conn_error(
+                conn, NGX_HTTP_THROTTLE_REDIS_ERR_CONNECT);
             ngx_http_throttle_redis_fail(conn, "send failed");
             return;
         }
@@ -278,6 +289,8 @@ ngx_http_throttle_redis_read_handler(ngx_event_t *ev) noexcept
         }
 
         if (n == 0 || n == NGX_ERROR) {
+            ngx_http_throttle_redis_conn_error(
+                conn, NGX_HTTP_THROTTLE_REDIS_ERR_CONNECT);
             ngx_http_throttle_redis_fail(conn,
                                          n == 0 ? "connection closed "
                                                   "by Redis"
@@ -319,6 +332,8 @@ ngx_http_throttle_redis_read_replies(ngx_http_throttle_redis_conn_t *conn,
             ngx_snprintf((u_char *) err, sizeof(err) - 1,
                          "protocol error: %s%Z",
                          throttle::reply_reader_error(conn->reader));
+            ngx_http_throttle_redis_conn_error(
+                conn, NGX_HTTP_THROTTLE_REDIS_ERR_REPLY);
             ngx_http_throttle_redis_fail(conn, err);
             return false;
         }
@@ -362,6 +377,8 @@ ngx_http_throttle_redis_close(ngx_http_throttle_redis_conn_t *conn) noexcept
         }
         ngx_close_connection(c);
         conn->peer.connection = NULL;
+        ngx_http_throttle_redis_count_connection(
+            conn->node->worker->backend->metrics, -1);
     }
 
     if (conn->reader) {

@@ -136,6 +136,7 @@ struct ngx_http_throttle_redis_cmd_s {
     ngx_uint_t                      kind;
     const throttle::Script         *script;
     uint64_t                        end; /* its last byte, in "appended" */
+    int64_t                         appended_us;     /* a script's, monotonic */
     unsigned                        sent_source : 1; /* as EVAL */
     unsigned                        sent : 1;  /* written, set on failure */
     ngx_uint_t                      redirects; /* MOVED and ASK followed */
@@ -143,6 +144,15 @@ struct ngx_http_throttle_redis_cmd_s {
     ngx_uint_t                      nargs; /* keys and ARGV */
     ngx_str_t                       args[1];
 };
+
+/* Counts an error met on the connection, for throttle_metrics. */
+static inline void
+ngx_http_throttle_redis_conn_error(ngx_http_throttle_redis_conn_t *conn,
+                                   ngx_http_throttle_redis_error_e kind)
+{
+    ngx_http_throttle_redis_count_error(conn->node->worker->backend->metrics,
+                                        kind);
+}
 
 /* ngx_http_throttle_redis.cpp */
 

@@ -32,6 +32,8 @@ ngx_http_throttle_redis_unresolved(ngx_http_throttle_redis_worker_t *worker,
     ngx_uint_t                      i;
     ngx_http_throttle_redis_node_t *master = worker->nodes[0];
 
+    ngx_http_throttle_redis_count_error(worker->backend->metrics,
+                                        NGX_HTTP_THROTTLE_REDIS_ERR_SENTINEL);
     ngx_http_throttle_redis_log_error(worker, &master->name, err);
 
     for (i = 0; i < master->nconns; i++) {
@@ -58,6 +60,9 @@ ngx_http_throttle_redis_found(ngx_http_throttle_redis_worker_t *worker,
                             &sa->sockaddr, len, 1)
             != NGX_OK)
     {
+        ngx_http_throttle_redis_count_error(
+            worker->backend->metrics, NGX_HTTP_THROTTLE_REDIS_ERR_FAILOVER);
+
         for (i = 0; i < master->nconns; i++) {
             conn = &master->conns[i];
 
@@ -343,6 +348,8 @@ ngx_http_throttle_redis_sentinel_steer(ngx_http_throttle_redis_conn_t *conn,
      * next connection, and the script, which did not run, fails */
     ngx_snprintf((u_char *) err, sizeof(err) - 1, "%*s%Z",
                  ngx_min(text.size(), (size_t) 200), text.data());
+    ngx_http_throttle_redis_conn_error(conn,
+                                       NGX_HTTP_THROTTLE_REDIS_ERR_FAILOVER);
     ngx_http_throttle_redis_fail(conn, err);
     ngx_http_throttle_redis_finish(cmd, NULL, err, false);
     return true;

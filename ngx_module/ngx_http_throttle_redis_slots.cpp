@@ -180,6 +180,7 @@ ngx_http_throttle_redis_cluster_refresh(
 
     slots->refreshing = 1;
     slots->started = ngx_current_msec;
+    ngx_http_throttle_redis_count_slot_map_refresh(worker->backend->metrics);
     slots->asked = 0;
     slots->shards = 0;
 

@@ -94,6 +94,8 @@ ngx_http_throttle_redis_handshaked(ngx_connection_t *c) noexcept
      * second: a bad certificate fails every reconnect */
 
     if (!c->ssl->handshaked) {
+        ngx_http_throttle_redis_conn_error(conn,
+                                           NGX_HTTP_THROTTLE_REDIS_ERR_TLS);
         ngx_http_throttle_redis_fail(conn, "TLS handshake failed");
         return;
     }
@@ -105,6 +107,8 @@ ngx_http_throttle_redis_handshaked(ngx_connection_t *c) noexcept
             ngx_snprintf((u_char *) err, sizeof(err) - 1,
                          "TLS certificate verify error: (%l:%s)%Z", rc,
                          X509_verify_cert_error_string(rc));
+            ngx_http_throttle_redis_conn_error(conn,
+                                               NGX_HTTP_THROTTLE_REDIS_ERR_TLS);
             ngx_http_throttle_redis_fail(conn, err);
             return;
         }
@@ -114,6 +118,8 @@ ngx_http_throttle_redis_handshaked(ngx_connection_t *c) noexcept
         if (ngx_http_throttle_redis_check_name(c, name) != NGX_OK) {
             ngx_snprintf((u_char *) err, sizeof(err) - 1,
                          "TLS certificate does not match \"%V\"%Z", name);
+            ngx_http_throttle_redis_conn_error(conn,
+                                               NGX_HTTP_THROTTLE_REDIS_ERR_TLS);
             ngx_http_throttle_redis_fail(conn, err);
             return;
         }
@@ -138,6 +144,8 @@ ngx_http_throttle_redis_start_tls(ngx_http_throttle_redis_conn_t *conn) noexcept
                                   NGX_SSL_BUFFER | NGX_SSL_CLIENT)
         != NGX_OK)
     {
+        ngx_http_throttle_redis_conn_error(conn,
+                                           NGX_HTTP_THROTTLE_REDIS_ERR_TLS);
         ngx_http_throttle_redis_fail(conn, "TLS setup failed");
         return;
     }

@@ -53,6 +53,12 @@ ngx_http_throttle_strict_done(void *data, redisReply *reply, const char *err,
         } else {
             check->failed = 1;
 
+            /* an error reply has been counted by the transport */
+            if (reply->type != REDIS_REPLY_ERROR) {
+                ngx_http_throttle_redis_count_error(
+                    zone->redis->metrics, NGX_HTTP_THROTTLE_REDIS_ERR_REPLY);
+            }
+
             if (ngx_http_throttle_log_due(&zone->redis_log, ngx_current_msec,
                                           1000)) {
                 ngx_log_error(NGX_LOG_ERR, ngx_cycle->log, 0,
