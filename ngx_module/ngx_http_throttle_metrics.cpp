@@ -61,10 +61,11 @@ typedef struct {
 } ngx_http_throttle_metrics_family_t;
 
 /* What the sections report on: the configuration's zones, sorted by
- * name. */
+ * name, and its Redis backends. */
 typedef struct {
     ngx_http_throttle_zone_t **zones;
     ngx_uint_t                 nzones;
+    ngx_array_t               *backends;
 } ngx_http_throttle_metrics_scrape_t;
 
 typedef struct {
@@ -355,12 +356,31 @@ ngx_http_throttle_metrics_zones_write(
     return p;
 }
 
+/* The backends' families (ngx_http_throttle_redis_metrics.cpp). */
+static size_t
+ngx_http_throttle_metrics_redis_size(
+    const ngx_http_throttle_metrics_scrape_t *scrape) noexcept
+{
+    return ngx_http_throttle_redis_metrics_size(scrape->backends);
+}
+
+static u_char *
+ngx_http_throttle_metrics_redis_write(
+    u_char *p, const ngx_http_throttle_metrics_scrape_t *scrape) noexcept
+{
+    return ngx_http_throttle_redis_metrics_write(
+        p, p + ngx_http_throttle_redis_metrics_size(scrape->backends),
+        scrape->backends);
+}
+
 static const ngx_http_throttle_metrics_section_t
     ngx_http_throttle_metrics_sections[] = {
         {ngx_http_throttle_metrics_build_size,
          ngx_http_throttle_metrics_build_write},
         {ngx_http_throttle_metrics_zones_size,
-         ngx_http_throttle_metrics_zones_write}};
+         ngx_http_throttle_metrics_zones_write},
+        {ngx_http_throttle_metrics_redis_size,
+         ngx_http_throttle_metrics_redis_write}};
 
 /* The configuration's zones, sorted by name, in the request's pool. */
 static ngx_int_t
@@ -372,6 +392,7 @@ ngx_http_throttle_metrics_scrape(
     tmcf = (ngx_http_throttle_main_conf_t *) ngx_http_get_module_main_conf(
         r, ngx_http_throttle_module);
 
+    scrape->backends = &tmcf->redis;
     scrape->nzones = tmcf->zones.nelts;
     scrape->zones = (ngx_http_throttle_zone_t **) ngx_palloc(
         r->pool, (scrape->nzones + 1) * sizeof(ngx_http_throttle_zone_t *));
