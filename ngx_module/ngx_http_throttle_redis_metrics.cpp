@@ -155,7 +155,8 @@ ngx_http_throttle_redis_count_latency(ngx_http_throttle_redis_metrics_t *m,
     (void) ngx_atomic_fetch_add(&m->latency_sum_us, us);
 }
 
-/* The text of the backends' families, Prometheus's text format 0.0.4. */
+/* The text of the backends' families, Prometheus's text format 0.0.4,
+ * the families in the order of their names. */
 
 static const char *ngx_http_throttle_redis_error_names[] = {
     "timeout", "connect", "tls",         "auth",     "reply",   "noscript",
@@ -292,6 +293,20 @@ ngx_http_throttle_redis_metrics_write(u_char *p, u_char *last,
     }
 
     p = ngx_http_throttle_redis_family(
+        p, last, "nginx_throttle_redis_connections", "gauge",
+        "Connections to Redis open now, all workers.");
+    for (i = 0; i < n; i++) {
+        open = 0;
+        for (slot = 0; slot < NGX_MAX_PROCESSES; slot++) {
+            open += (ngx_atomic_int_t) b[i]->metrics->connections[slot];
+        }
+
+        p = ngx_http_throttle_redis_sample(
+            p, last, "nginx_throttle_redis_connections", b[i], "",
+            (uint64_t) ngx_max(open, 0));
+    }
+
+    p = ngx_http_throttle_redis_family(
         p, last, "nginx_throttle_redis_errors_total", "counter",
         "Errors met talking to Redis, by kind; each counts once, however "
         "many commands it failed.");
@@ -311,20 +326,6 @@ ngx_http_throttle_redis_metrics_write(u_char *p, u_char *last,
         "their reply.");
     for (i = 0; i < n; i++) {
         p = ngx_http_throttle_redis_latency(p, last, b[i]);
-    }
-
-    p = ngx_http_throttle_redis_family(
-        p, last, "nginx_throttle_redis_connections", "gauge",
-        "Connections to Redis open now, all workers.");
-    for (i = 0; i < n; i++) {
-        open = 0;
-        for (slot = 0; slot < NGX_MAX_PROCESSES; slot++) {
-            open += (ngx_atomic_int_t) b[i]->metrics->connections[slot];
-        }
-
-        p = ngx_http_throttle_redis_sample(
-            p, last, "nginx_throttle_redis_connections", b[i], "",
-            (uint64_t) ngx_max(open, 0));
     }
 
     for (i = 0; i < n; i++) {
