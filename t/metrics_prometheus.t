@@ -180,7 +180,7 @@ perl {
     ok(wait_until(10, $pending), "$name: ThrottleZoneRejecting is pending for reply")
         or diag(explain $prometheus->alerts);
     my @rules = @{ $prometheus->rules };
-    is(scalar @rules, 5, "$name: 5 rules loaded");
+    is(scalar @rules, 7, "$name: 7 rules loaded");
     is_deeply([grep { $_->{health} ne 'ok' } @rules], [],
               "$name: every rule evaluated without error");
     $prometheus->stop;
