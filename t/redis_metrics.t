@@ -158,3 +158,69 @@ perl {
 }
 --- error_log
 throttle redis "closed"
+
+
+
+=== TEST 3: a reload keeps a kept backend's figures
+--- redis
+redis
+--- http_config
+throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+throttle_zone $http_x_key zone=s:1m rate=10r/m burst=4 redis=main;
+--- config
+location = /metrics { throttle_metrics; }
+location / { throttle zone=s; }
+--- requests
+GET /a.txt x3 => 200
+  > X-Key: alice
+perl {
+    my $before = metric(scrape(), 'nginx_throttle_redis_commands_total',
+                        backend => 'main');
+    ok($before >= 3, "$name: $before scripts before the reload");
+    ok(reload(), "$name: reloaded");
+    is(request('GET /a.txt', 'X-Key' => 'bob')->{status}, 200,
+       "$name: a request after the reload");
+    my $sent = $redis->calls('evalsha') + $redis->calls('eval');
+    is(metric(scrape(), 'nginx_throttle_redis_commands_total',
+              backend => 'main'),
+       $sent, "$name: every script since the start, over the reload ($sent)");
+    ok($sent > $before, "$name: and the new one");
+}
+
+
+
+=== TEST 4: a Cluster backend: its kinds, the slot map reads, a script per request
+--- redis
+cluster
+--- http_config
+throttle_redis c cluster=$TEST_REDIS_CLUSTER;
+throttle_zone $http_x_key zone=s:1m rate=10r/m burst=4 redis=c;
+--- config
+location = /metrics { throttle_metrics; }
+location / { throttle zone=s; }
+--- requests
+perl {
+    for my $i (1 .. 12) {
+        is(request('GET /a.txt', 'X-Key' => "key$i")->{status}, 200,
+           "$name: key$i");
+    }
+    my $m = scrape();
+    # Redis 7 counts a script it answered MOVED among rejected calls
+    my $sent = 0;
+    for my $node ($cluster->nodes) {
+        my $st = $node->commandstats;
+        for my $c (qw(evalsha eval)) {
+            $sent += ($st->{$c}{calls} // 0) + ($st->{$c}{rejected_calls} // 0);
+        }
+    }
+    is(metric($m, 'nginx_throttle_redis_commands_total', backend => 'c'),
+       $sent, "$name: commands_total = the scripts the nodes counted");
+    ok(metric($m, 'nginx_throttle_redis_slot_map_refreshes_total',
+              backend => 'c') >= 1, "$name: the slot map was read");
+    for my $kind (qw(timeout connect tls auth reply noscript moved ask
+                     clusterdown sentinel failover)) {
+        ok(defined metric($m, 'nginx_throttle_redis_errors_total',
+                          backend => 'c', kind => $kind),
+           "$name: kind=$kind listed");
+    }
+}
