@@ -224,3 +224,37 @@ perl {
            "$name: kind=$kind listed");
     }
 }
+
+
+
+=== TEST 5: a Sentinel backend: a failover is counted, and its kinds listed
+--- redis
+sentinel
+--- http_config
+throttle_redis s sentinel=$TEST_REDIS_SENTINELS master=$TEST_REDIS_MASTER_NAME;
+throttle_zone $http_x_key zone=s:1m rate=10r/m burst=100 redis=s;
+--- config
+location = /metrics { throttle_metrics; }
+location / { throttle zone=s; }
+--- requests
+GET /a.txt => 200
+  > X-Key: before
+perl {
+    is(metric(scrape(), 'nginx_throttle_redis_errors_total', backend => 's',
+              kind => 'failover'), 0, "$name: no failover yet");
+    $sentinel->failover;
+    my $seen = wait_until(10, sub {
+        request('GET /a.txt', 'X-Key' => 'after');
+        metric(scrape(), 'nginx_throttle_redis_errors_total', backend => 's',
+               kind => 'failover') >= 1;
+    });
+    ok($seen, "$name: the master's change is counted as a failover");
+    my $m = scrape();
+    for my $kind (qw(moved ask clusterdown sentinel failover)) {
+        ok(defined metric($m, 'nginx_throttle_redis_errors_total',
+                          backend => 's', kind => $kind),
+           "$name: kind=$kind listed");
+    }
+    is(metric($m, 'nginx_throttle_redis_slot_map_refreshes_total',
+              backend => 's'), undef, "$name: no slot map without a Cluster");
+}
