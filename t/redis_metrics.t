@@ -215,6 +215,20 @@ perl {
     }
     is(metric($m, 'nginx_throttle_redis_commands_total', backend => 'c'),
        $sent, "$name: commands_total = the scripts the nodes counted");
+    # every MOVED and ASK reply a node gave (INFO errorstats)
+    my %replied;
+    for my $node ($cluster->nodes) {
+        my $info = $node->info('errorstats');
+        for my $kind (qw(MOVED ASK)) {
+            my ($n) = ($info->{"errorstat_$kind"} // '') =~ /count=(\d+)/;
+            $replied{lc $kind} += $n // 0;
+        }
+    }
+    for my $kind (qw(moved ask)) {
+        is(metric($m, 'nginx_throttle_redis_errors_total', backend => 'c',
+                  kind => $kind),
+           $replied{$kind}, "$name: kind=$kind = the nodes' $kind replies");
+    }
     ok(metric($m, 'nginx_throttle_redis_slot_map_refreshes_total',
               backend => 'c') >= 1, "$name: the slot map was read");
     for my $kind (qw(timeout connect tls auth reply noscript moved ask
