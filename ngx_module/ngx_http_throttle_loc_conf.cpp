@@ -168,11 +168,12 @@ char *
 ngx_http_throttle_directive(ngx_conf_t *cf, ngx_command_t *cmd,
                             void *conf) noexcept
 {
-    ngx_http_throttle_loc_conf_t *tlcf = (ngx_http_throttle_loc_conf_t *) conf;
-    ngx_array_t                 **lines;
-    ngx_shm_zone_t               *shm_zone;
-    ngx_http_throttle_limit_t    *limit;
-    ngx_http_throttle_line_args_t la;
+    ngx_http_throttle_loc_conf_t  *tlcf = (ngx_http_throttle_loc_conf_t *) conf;
+    ngx_array_t                  **lines;
+    ngx_shm_zone_t                *shm_zone;
+    ngx_http_throttle_limit_t     *limit;
+    ngx_http_throttle_line_args_t  la;
+    ngx_http_throttle_main_conf_t *tmcf;
 
     ngx_str_null(&la.zone);
     ngx_str_null(&la.cost);
@@ -200,6 +201,12 @@ ngx_http_throttle_directive(ngx_conf_t *cf, ngx_command_t *cmd,
     if (ngx_http_throttle_line_unique(cf, tlcf, shm_zone, &la.zone)
         != NGX_CONF_OK) {
         return (char *) NGX_CONF_ERROR;
+    }
+
+    if (la.phase == NGX_HTTP_THROTTLE_AUTHORIZED) {
+        tmcf = (ngx_http_throttle_main_conf_t *)
+            ngx_http_conf_get_module_main_conf(cf, ngx_http_throttle_module);
+        tmcf->authorized = 1;
     }
 
     lines = &tlcf->limits[la.phase];

@@ -301,7 +301,9 @@ ngx_http_throttle_init(ngx_conf_t *cf) noexcept
      * and would read a 401 or 403 throttle_status as a failed access
      * check. nginx runs a phase's handlers in the reverse order of their
      * registration, and this module's come after nginx's own: the
-     * precontent one runs before try_files and mirror. */
+     * precontent one runs before try_files and mirror. It is installed only
+     * when a line has phase=authorized: other configurations' requests do
+     * not pass through it. */
     h = (ngx_http_handler_pt *) ngx_array_push(
         &cmcf->phases[NGX_HTTP_PREACCESS_PHASE].handlers);
     if (h == NULL) {
@@ -310,13 +312,15 @@ ngx_http_throttle_init(ngx_conf_t *cf) noexcept
 
     *h = ngx_http_throttle_preaccess_handler;
 
-    h = (ngx_http_handler_pt *) ngx_array_push(
-        &cmcf->phases[NGX_HTTP_PRECONTENT_PHASE].handlers);
-    if (h == NULL) {
-        return NGX_ERROR;
-    }
+    if (tmcf->authorized) {
+        h = (ngx_http_handler_pt *) ngx_array_push(
+            &cmcf->phases[NGX_HTTP_PRECONTENT_PHASE].handlers);
+        if (h == NULL) {
+            return NGX_ERROR;
+        }
 
-    *h = ngx_http_throttle_authorized_handler;
+        *h = ngx_http_throttle_authorized_handler;
+    }
 
     return ngx_http_throttle_filter_init(cf);
 }

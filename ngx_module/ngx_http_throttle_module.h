@@ -170,9 +170,10 @@ typedef struct {
 } ngx_http_throttle_zone_ref_t;
 
 typedef struct {
-    ngx_array_t redis;     /* of ngx_http_throttle_redis_t *, defined */
-    ngx_array_t zones;     /* of ngx_http_throttle_zone_t *, defined */
-    ngx_array_t zone_refs; /* of ngx_http_throttle_zone_ref_t, used */
+    ngx_array_t redis;      /* of ngx_http_throttle_redis_t *, defined */
+    ngx_array_t zones;      /* of ngx_http_throttle_zone_t *, defined */
+    ngx_array_t zone_refs;  /* of ngx_http_throttle_zone_ref_t, used */
+    ngx_flag_t  authorized; /* a "throttle" line has phase=authorized */
 } ngx_http_throttle_main_conf_t;
 
 typedef struct {
