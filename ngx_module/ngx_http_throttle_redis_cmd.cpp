@@ -167,18 +167,51 @@ ngx_http_throttle_redis_append_eval(ngx_http_throttle_redis_conn_t *conn,
 
     rc = ngx_http_throttle_redis_append(conn, cmd, (int) argc, argv, argvlen);
 
-    if (rc == NGX_OK) {
-        cmd->appended_us = throttle::monotonic_now_us();
-        ngx_http_throttle_redis_count_command(
-            conn->node->worker->backend->metrics);
-    }
-
     if (argv != argv_small) {
         ngx_free(argv);
         ngx_free(argvlen);
     }
 
     return rc;
+}
+
+/*
+ * The bytes from "from" to conn->written have gone out: each script they
+ * complete is sent, and its round trip starts now. A script counts when
+ * written, not when queued, so that one queued on a connection that never
+ * opens is not counted. Commands are queued in the order of their bytes:
+ * those not yet written whole are the queue's last.
+ */
+void
+ngx_http_throttle_redis_count_written(ngx_http_throttle_redis_conn_t *conn,
+                                      uint64_t from) noexcept
+{
+    int64_t                        now = 0;
+    ngx_queue_t                   *q;
+    ngx_http_throttle_redis_cmd_t *cmd;
+
+    for (q = ngx_queue_last(&conn->awaiting);
+         q != ngx_queue_sentinel(&conn->awaiting); q = ngx_queue_prev(q))
+    {
+        cmd = ngx_queue_data(q, ngx_http_throttle_redis_cmd_t, queue);
+
+        if (cmd->end <= from) {
+            break;
+        }
+
+        if (cmd->end > conn->written
+            || cmd->kind != NGX_HTTP_THROTTLE_REDIS_SCRIPT) {
+            continue;
+        }
+
+        if (now == 0) {
+            now = throttle::monotonic_now_us();
+        }
+
+        cmd->written_us = now;
+        ngx_http_throttle_redis_count_command(
+            conn->node->worker->backend->metrics);
+    }
 }
 
 /* A command that is not a script, written now; NULL if out of memory. */
@@ -463,7 +496,7 @@ ngx_http_throttle_redis_dispatch(ngx_http_throttle_redis_conn_t *conn,
     if (cmd->kind == NGX_HTTP_THROTTLE_REDIS_SCRIPT) {
         ngx_http_throttle_redis_count_latency(
             conn->node->worker->backend->metrics,
-            throttle::monotonic_now_us() - cmd->appended_us);
+            throttle::monotonic_now_us() - cmd->written_us);
     }
 
     if (cmd->kind == NGX_HTTP_THROTTLE_REDIS_SCRIPT

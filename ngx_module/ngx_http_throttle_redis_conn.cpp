@@ -258,6 +258,7 @@ ngx_http_throttle_redis_write_handler(ngx_event_t *ev) noexcept
 
         conn->out_pos += n;
         conn->written += n;
+        ngx_http_throttle_redis_count_written(conn, conn->written - n);
     }
 
     conn->out_pos = 0;

@@ -136,7 +136,7 @@ struct ngx_http_throttle_redis_cmd_s {
     ngx_uint_t                      kind;
     const throttle::Script         *script;
     uint64_t                        end; /* its last byte, in "appended" */
-    int64_t                         appended_us;     /* a script's, monotonic */
+    int64_t                         written_us;      /* a script's, monotonic */
     unsigned                        sent_source : 1; /* as EVAL */
     unsigned                        sent : 1;  /* written, set on failure */
     ngx_uint_t                      redirects; /* MOVED and ASK followed */
@@ -228,6 +228,9 @@ ngx_http_throttle_redis_cmd_t *ngx_http_throttle_redis_create_cmd(
 
 ngx_int_t ngx_http_throttle_redis_queue_setup(
     ngx_http_throttle_redis_conn_t *conn) noexcept;
+
+void ngx_http_throttle_redis_count_written(ngx_http_throttle_redis_conn_t *conn,
+                                           uint64_t from) noexcept;
 
 ngx_int_t
 ngx_http_throttle_redis_conn_send(ngx_http_throttle_redis_conn_t *conn,
