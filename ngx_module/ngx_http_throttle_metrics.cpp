@@ -70,7 +70,7 @@ typedef struct {
 
 typedef struct {
     size_t (*size)(const ngx_http_throttle_metrics_scrape_t *scrape);
-    u_char *(*write)(u_char                                   *p,
+    u_char *(*write)(u_char *p, u_char *last,
                      const ngx_http_throttle_metrics_scrape_t *scrape);
 } ngx_http_throttle_metrics_section_t;
 
@@ -232,47 +232,75 @@ ngx_http_throttle_metrics_value(const ngx_http_throttle_metrics_sample_t *s,
                                   + s->counter);
 }
 
-/* "# HELP" and "# TYPE", with their line ends. */
-static size_t
-ngx_http_throttle_metrics_header_size(const char *name, const char *type,
+size_t
+ngx_http_throttle_metrics_family_size(const char *name, const char *type,
                                       const char *help) noexcept
 {
     return sizeof("# HELP  \n# TYPE  \n") - 1 + 2 * ngx_strlen(name)
         + ngx_strlen(help) + ngx_strlen(type);
 }
 
-static u_char *
-ngx_http_throttle_metrics_header(u_char *p, const char *name, const char *type,
-                                 const char *help) noexcept
+u_char *
+ngx_http_throttle_metrics_family(u_char *p, u_char *last, const char *name,
+                                 const char *type, const char *help) noexcept
 {
-    return ngx_sprintf(p, "# HELP %s %s\n# TYPE %s %s\n", name, help, name,
-                       type);
+    return ngx_slprintf(p, last, "# HELP %s %s\n# TYPE %s %s\n", name, help,
+                        name, type);
+}
+
+size_t
+ngx_http_throttle_metrics_sample_size(const char *name, const char *label,
+                                      size_t      value_len,
+                                      const char *extra) noexcept
+{
+    /* the number signed and, in seconds, with six decimals */
+    return ngx_strlen(name) + sizeof("{=\"\"} \n") - 1 + ngx_strlen(label)
+        + value_len + ngx_strlen(extra) + NGX_INT64_LEN + sizeof(".000000") - 1;
+}
+
+u_char *
+ngx_http_throttle_metrics_sample(u_char *p, u_char *last, const char *name,
+                                 const char *label, const ngx_str_t *value,
+                                 const char *extra, int64_t number,
+                                 bool seconds) noexcept
+{
+    p = ngx_slprintf(p, last, "%s{%s=\"%V\"%s} ", name, label, value, extra);
+
+    if (seconds) {
+        return ngx_slprintf(p, last, "%L.%06L\n", number / 1000000,
+                            number % 1000000);
+    }
+
+    return ngx_slprintf(p, last, "%L\n", number);
 }
 
 #define NGX_HTTP_THROTTLE_BUILD_INFO "nginx_throttle_build_info"
 #define NGX_HTTP_THROTTLE_BUILD_HELP "The module's version."
-#define NGX_HTTP_THROTTLE_BUILD_SAMPLE                                         \
-    NGX_HTTP_THROTTLE_BUILD_INFO "{version=\"" NGX_HTTP_THROTTLE_VERSION       \
-                                 "\"} 1\n"
 
 static size_t
 ngx_http_throttle_metrics_build_size(
     const ngx_http_throttle_metrics_scrape_t *scrape) noexcept
 {
-    return ngx_http_throttle_metrics_header_size(NGX_HTTP_THROTTLE_BUILD_INFO,
+    return ngx_http_throttle_metrics_family_size(NGX_HTTP_THROTTLE_BUILD_INFO,
                                                  "gauge",
                                                  NGX_HTTP_THROTTLE_BUILD_HELP)
-        + sizeof(NGX_HTTP_THROTTLE_BUILD_SAMPLE) - 1;
+        + ngx_http_throttle_metrics_sample_size(
+               NGX_HTTP_THROTTLE_BUILD_INFO, "version",
+               sizeof(NGX_HTTP_THROTTLE_VERSION) - 1, "");
 }
 
 static u_char *
 ngx_http_throttle_metrics_build_write(
-    u_char *p, const ngx_http_throttle_metrics_scrape_t *scrape) noexcept
+    u_char *p, u_char *last,
+    const ngx_http_throttle_metrics_scrape_t *scrape) noexcept
 {
-    p = ngx_http_throttle_metrics_header(p, NGX_HTTP_THROTTLE_BUILD_INFO,
+    static const ngx_str_t version = ngx_string(NGX_HTTP_THROTTLE_VERSION);
+
+    p = ngx_http_throttle_metrics_family(p, last, NGX_HTTP_THROTTLE_BUILD_INFO,
                                          "gauge", NGX_HTTP_THROTTLE_BUILD_HELP);
-    return ngx_cpymem(p, NGX_HTTP_THROTTLE_BUILD_SAMPLE,
-                      sizeof(NGX_HTTP_THROTTLE_BUILD_SAMPLE) - 1);
+    return ngx_http_throttle_metrics_sample(p, last,
+                                            NGX_HTTP_THROTTLE_BUILD_INFO,
+                                            "version", &version, "", 1, false);
 }
 
 static size_t
@@ -284,16 +312,13 @@ ngx_http_throttle_metrics_zones_size(
     const ngx_http_throttle_metrics_sample_t *s;
 
     for (const auto &family : ngx_http_throttle_metrics_families) {
-        size += ngx_http_throttle_metrics_header_size(family.name, family.type,
+        size += ngx_http_throttle_metrics_family_size(family.name, family.type,
                                                       family.help);
 
         for (z = 0; z < scrape->nzones; z++) {
-            /* name{zone="..."<labels>} value\n, the value signed and, in
-             * seconds, with six decimals */
             for (s = family.samples; s->labels; s++) {
-                size += ngx_strlen(family.name) + sizeof("{zone=\"\"} \n")
-                    + scrape->zones[z]->name.len + ngx_strlen(s->labels)
-                    + NGX_INT64_LEN + sizeof(".000000");
+                size += ngx_http_throttle_metrics_sample_size(
+                    family.name, "zone", scrape->zones[z]->name.len, s->labels);
             }
         }
     }
@@ -301,30 +326,12 @@ ngx_http_throttle_metrics_zones_size(
     return size;
 }
 
-static u_char *
-ngx_http_throttle_metrics_sample(u_char                                   *p,
-                                 const ngx_http_throttle_metrics_family_t *f,
-                                 const ngx_http_throttle_metrics_sample_t *s,
-                                 const ngx_http_throttle_zone_t *zone) noexcept
-{
-    int64_t value = ngx_http_throttle_metrics_value(s, zone);
-
-    /* zone names need no escaping: they are letters, digits, "_", "-" and
-     * "." (throttle::valid_zone_name()) */
-    p = ngx_sprintf(p, "%s{zone=\"%V\"%s} ", f->name, &zone->name, s->labels);
-
-    if (f->seconds) {
-        return ngx_sprintf(p, "%L.%06L\n", value / 1000000, value % 1000000);
-    }
-
-    return ngx_sprintf(p, "%L\n", value);
-}
-
 /* Each family once, with every zone's samples; a family no zone has is
  * left out. */
 static u_char *
 ngx_http_throttle_metrics_zones_write(
-    u_char *p, const ngx_http_throttle_metrics_scrape_t *scrape) noexcept
+    u_char *p, u_char *last,
+    const ngx_http_throttle_metrics_scrape_t *scrape) noexcept
 {
     bool                                      started;
     ngx_uint_t                                z;
@@ -342,13 +349,15 @@ ngx_http_throttle_metrics_zones_write(
             }
 
             if (!started) {
-                p = ngx_http_throttle_metrics_header(p, family.name,
+                p = ngx_http_throttle_metrics_family(p, last, family.name,
                                                      family.type, family.help);
                 started = true;
             }
 
             for (s = family.samples; s->labels; s++) {
-                p = ngx_http_throttle_metrics_sample(p, &family, s, zone);
+                p = ngx_http_throttle_metrics_sample(
+                    p, last, family.name, "zone", &zone->name, s->labels,
+                    ngx_http_throttle_metrics_value(s, zone), family.seconds);
             }
         }
     }
@@ -366,11 +375,10 @@ ngx_http_throttle_metrics_redis_size(
 
 static u_char *
 ngx_http_throttle_metrics_redis_write(
-    u_char *p, const ngx_http_throttle_metrics_scrape_t *scrape) noexcept
+    u_char *p, u_char *last,
+    const ngx_http_throttle_metrics_scrape_t *scrape) noexcept
 {
-    return ngx_http_throttle_redis_metrics_write(
-        p, p + ngx_http_throttle_redis_metrics_size(scrape->backends),
-        scrape->backends);
+    return ngx_http_throttle_redis_metrics_write(p, last, scrape->backends);
 }
 
 static const ngx_http_throttle_metrics_section_t
@@ -436,7 +444,7 @@ ngx_http_throttle_metrics_text(ngx_http_request_t *r) noexcept
     }
 
     for (const auto &section : ngx_http_throttle_metrics_sections) {
-        b->last = section.write(b->last, &scrape);
+        b->last = section.write(b->last, b->end, &scrape);
     }
 
     b->last_buf = (r == r->main) ? 1 : 0;

@@ -177,64 +177,49 @@ ngx_http_throttle_redis_error_kinds(ngx_http_throttle_redis_t *b) noexcept
         : NGX_HTTP_THROTTLE_REDIS_NERRORS;
 }
 
-/* "# HELP" and "# TYPE" of a family. */
-static u_char *
-ngx_http_throttle_redis_family(u_char *p, u_char *last, const char *name,
-                               const char *type, const char *help) noexcept
-{
-    return ngx_slprintf(p, last, "# HELP %s %s\n# TYPE %s %s\n", name, help,
-                        name, type);
-}
+#define NGX_HTTP_THROTTLE_REDIS_COMMANDS "nginx_throttle_redis_commands_total"
+#define NGX_HTTP_THROTTLE_REDIS_CONNECTIONS "nginx_throttle_redis_connections"
+#define NGX_HTTP_THROTTLE_REDIS_ERRORS "nginx_throttle_redis_errors_total"
+#define NGX_HTTP_THROTTLE_REDIS_LATENCY "nginx_throttle_redis_latency_seconds"
+#define NGX_HTTP_THROTTLE_REDIS_SLOT_MAP                                       \
+    "nginx_throttle_redis_slot_map_refreshes_total"
 
-/* A label value, escaped as the format asks (\\, \", \n). */
-static u_char *
-ngx_http_throttle_redis_label(u_char *p, u_char *last, ngx_str_t *v) noexcept
-{
-    for (size_t i = 0; i < v->len && p + 2 <= last; i++) {
-        switch (v->data[i]) {
-        case '\\':
-        case '"':
-            *p++ = '\\';
-            *p++ = v->data[i];
-            break;
-        case '\n':
-            *p++ = '\\';
-            *p++ = 'n';
-            break;
-        default:
-            *p++ = v->data[i];
-        }
-    }
-
-    return p;
-}
-
-/* name{backend="..."[,extra]} value */
-static u_char *
-ngx_http_throttle_redis_sample(u_char *p, u_char *last, const char *name,
-                               ngx_http_throttle_redis_t *b, const char *extra,
-                               uint64_t value) noexcept
-{
-    p = ngx_slprintf(p, last, "%s{backend=\"", name);
-    p = ngx_http_throttle_redis_label(p, last, &b->name);
-    return ngx_slprintf(p, last, "\"%s} %uL\n", extra, value);
-}
+/* The samples of a backend: commands, connections, an error count per
+ * kind, the histogram's buckets, its sum and count, the slot map reads. */
+#define NGX_HTTP_THROTTLE_REDIS_NSAMPLES                                       \
+    (2 + NGX_HTTP_THROTTLE_REDIS_NERRORS + NGX_HTTP_THROTTLE_REDIS_NBUCKETS    \
+     + 1 + 2 + 1)
 
 size_t
 ngx_http_throttle_redis_metrics_size(ngx_array_t *backends) noexcept
 {
     ngx_uint_t                  i;
-    size_t                      size = 2048; /* the families' HELP and TYPE */
+    size_t                      size = 0;
     ngx_http_throttle_redis_t **b =
         (ngx_http_throttle_redis_t **) backends->elts;
 
-    /* per backend at most 2 + 11 + 13 + 3 + 1 samples, each its name, the
-     * escaped backend name and a label and a value */
+    /* the families' HELP and TYPE: each well under 256 bytes */
+    size += 5 * 256;
+
+    /* every sample as long as the longest: a bucket's name with its "le" */
     for (i = 0; i < backends->nelts; i++) {
-        size += 30 * (128 + 2 * b[i]->name.len);
+        size += NGX_HTTP_THROTTLE_REDIS_NSAMPLES
+            * ngx_http_throttle_metrics_sample_size(
+                    NGX_HTTP_THROTTLE_REDIS_SLOT_MAP, "backend", b[i]->name.len,
+                    ",le=\"0.000000\",kind=\"clusterdown\"");
     }
 
     return size;
+}
+
+/* A backend's sample of a family; "extra" its other labels. */
+static u_char *
+ngx_http_throttle_redis_sample(u_char *p, u_char *last, const char *name,
+                               ngx_http_throttle_redis_t *b, const char *extra,
+                               int64_t number, bool seconds = false) noexcept
+{
+    return ngx_http_throttle_metrics_sample(p, last, name, "backend", &b->name,
+                                            extra, number, seconds);
 }
 
 static u_char *
@@ -242,15 +227,14 @@ ngx_http_throttle_redis_latency(u_char *p, u_char *last,
                                 ngx_http_throttle_redis_t *b) noexcept
 {
     ngx_uint_t i;
-    uint64_t   count = 0;
+    int64_t    count = 0, us;
     u_char     le[32];
-    int64_t    sum_us = (int64_t) b->metrics->latency_sum_us;
 
     for (i = 0; i <= NGX_HTTP_THROTTLE_REDIS_NBUCKETS; i++) {
-        count += b->metrics->latency[i];
+        count += (int64_t) b->metrics->latency[i];
 
         if (i < NGX_HTTP_THROTTLE_REDIS_NBUCKETS) {
-            int64_t us = ngx_http_throttle_redis_buckets_us[i];
+            us = ngx_http_throttle_redis_buckets_us[i];
             ngx_sprintf(le, ",le=\"%L.%06L\"%Z", us / 1000000, us % 1000000);
 
         } else {
@@ -258,56 +242,62 @@ ngx_http_throttle_redis_latency(u_char *p, u_char *last,
         }
 
         p = ngx_http_throttle_redis_sample(
-            p, last, "nginx_throttle_redis_latency_seconds_bucket", b,
+            p, last, NGX_HTTP_THROTTLE_REDIS_LATENCY "_bucket", b,
             (const char *) le, count);
     }
 
-    p = ngx_slprintf(p, last,
-                     "nginx_throttle_redis_latency_seconds_sum{backend=\"");
-    p = ngx_http_throttle_redis_label(p, last, &b->name);
-    p = ngx_slprintf(p, last, "\"} %L.%06L\n", sum_us / 1000000,
-                     sum_us % 1000000);
+    p = ngx_http_throttle_redis_sample(
+        p, last, NGX_HTTP_THROTTLE_REDIS_LATENCY "_sum", b, "",
+        (int64_t) b->metrics->latency_sum_us, true);
 
     return ngx_http_throttle_redis_sample(
-        p, last, "nginx_throttle_redis_latency_seconds_count", b, "", count);
+        p, last, NGX_HTTP_THROTTLE_REDIS_LATENCY "_count", b, "", count);
+}
+
+/* Open now: the sum of the workers' counts. */
+static int64_t
+ngx_http_throttle_redis_connections(ngx_http_throttle_redis_t *b) noexcept
+{
+    ngx_uint_t slot;
+    int64_t    open = 0;
+
+    for (slot = 0; slot < NGX_MAX_PROCESSES; slot++) {
+        open += (ngx_atomic_int_t) b->metrics->connections[slot];
+    }
+
+    return ngx_max(open, 0);
 }
 
 u_char *
 ngx_http_throttle_redis_metrics_write(u_char *p, u_char *last,
                                       ngx_array_t *backends) noexcept
 {
-    ngx_uint_t                  i, k, slot;
-    int64_t                     open;
+    ngx_uint_t                  i, k, clusters = 0;
     u_char                      kind[32];
     ngx_http_throttle_redis_t **b =
         (ngx_http_throttle_redis_t **) backends->elts;
     ngx_uint_t n = backends->nelts;
 
-    p = ngx_http_throttle_redis_family(
-        p, last, "nginx_throttle_redis_commands_total", "counter",
+    p = ngx_http_throttle_metrics_family(
+        p, last, NGX_HTTP_THROTTLE_REDIS_COMMANDS, "counter",
         "Scripts sent to Redis (EVALSHA, and EVAL when Redis lacked one).");
     for (i = 0; i < n; i++) {
-        p = ngx_http_throttle_redis_sample(
-            p, last, "nginx_throttle_redis_commands_total", b[i], "",
-            b[i]->metrics->commands);
+        p = ngx_http_throttle_redis_sample(p, last,
+                                           NGX_HTTP_THROTTLE_REDIS_COMMANDS,
+                                           b[i], "", b[i]->metrics->commands);
     }
 
-    p = ngx_http_throttle_redis_family(
-        p, last, "nginx_throttle_redis_connections", "gauge",
+    p = ngx_http_throttle_metrics_family(
+        p, last, NGX_HTTP_THROTTLE_REDIS_CONNECTIONS, "gauge",
         "Connections to Redis open now, all workers.");
     for (i = 0; i < n; i++) {
-        open = 0;
-        for (slot = 0; slot < NGX_MAX_PROCESSES; slot++) {
-            open += (ngx_atomic_int_t) b[i]->metrics->connections[slot];
-        }
-
         p = ngx_http_throttle_redis_sample(
-            p, last, "nginx_throttle_redis_connections", b[i], "",
-            (uint64_t) ngx_max(open, 0));
+            p, last, NGX_HTTP_THROTTLE_REDIS_CONNECTIONS, b[i], "",
+            ngx_http_throttle_redis_connections(b[i]));
     }
 
-    p = ngx_http_throttle_redis_family(
-        p, last, "nginx_throttle_redis_errors_total", "counter",
+    p = ngx_http_throttle_metrics_family(
+        p, last, NGX_HTTP_THROTTLE_REDIS_ERRORS, "counter",
         "Errors met talking to Redis, by kind; each counts once, however "
         "many commands it failed.");
     for (i = 0; i < n; i++) {
@@ -315,37 +305,32 @@ ngx_http_throttle_redis_metrics_write(u_char *p, u_char *last,
             ngx_sprintf(kind, ",kind=\"%s\"%Z",
                         ngx_http_throttle_redis_error_names[k]);
             p = ngx_http_throttle_redis_sample(
-                p, last, "nginx_throttle_redis_errors_total", b[i],
+                p, last, NGX_HTTP_THROTTLE_REDIS_ERRORS, b[i],
                 (const char *) kind, b[i]->metrics->errors[k]);
         }
     }
 
-    p = ngx_http_throttle_redis_family(
-        p, last, "nginx_throttle_redis_latency_seconds", "histogram",
+    p = ngx_http_throttle_metrics_family(
+        p, last, NGX_HTTP_THROTTLE_REDIS_LATENCY, "histogram",
         "Round trips of the scripts sent to Redis, from their write to "
         "their reply.");
     for (i = 0; i < n; i++) {
         p = ngx_http_throttle_redis_latency(p, last, b[i]);
+        clusters += b[i]->topology == NGX_HTTP_THROTTLE_REDIS_CLUSTER;
     }
 
-    for (i = 0; i < n; i++) {
-        if (b[i]->topology == NGX_HTTP_THROTTLE_REDIS_CLUSTER) {
-            break;
-        }
-    }
-
-    if (i == n) {
+    if (clusters == 0) {
         return p; /* no Cluster backend, no slot map */
     }
 
-    p = ngx_http_throttle_redis_family(
-        p, last, "nginx_throttle_redis_slot_map_refreshes_total", "counter",
+    p = ngx_http_throttle_metrics_family(
+        p, last, NGX_HTTP_THROTTLE_REDIS_SLOT_MAP, "counter",
         "Reads of a Redis Cluster's slot map (CLUSTER SLOTS or SHARDS).");
     for (i = 0; i < n; i++) {
         if (b[i]->topology == NGX_HTTP_THROTTLE_REDIS_CLUSTER) {
             p = ngx_http_throttle_redis_sample(
-                p, last, "nginx_throttle_redis_slot_map_refreshes_total", b[i],
-                "", b[i]->metrics->slot_map_refreshes);
+                p, last, NGX_HTTP_THROTTLE_REDIS_SLOT_MAP, b[i], "",
+                b[i]->metrics->slot_map_refreshes);
         }
     }
 

@@ -97,14 +97,14 @@ perl {
     my @families = eval { main::families_of($text) };
     is($@, '', "$name: each family once, its samples under it");
     # build_info, the zones' families, then the backends', each part sorted
-    my @redis = grep { /^nginx_throttle_redis_/ } @families;
+    my @backends = grep { /^nginx_throttle_redis_/ } @families;
     my @zones = grep { !/^nginx_throttle_redis_|build_info/ } @families;
     is_deeply(\@families,
-              ['nginx_throttle_build_info', sort(@zones), sort(@redis)],
+              ['nginx_throttle_build_info', sort(@zones), sort(@backends)],
               "$name: build_info, then the zones' and the backends' families, "
               . "each sorted by name");
     is(scalar @zones, 12, "$name: the zones' 12 families") or diag("@families");
-    is(scalar @redis, 4, "$name: a single server's 4 families")
+    is(scalar @backends, 4, "$name: a single server's 4 families")
         or diag("@families");
 }
 
