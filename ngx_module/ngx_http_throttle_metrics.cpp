@@ -123,8 +123,8 @@ static const ngx_http_throttle_metrics_family_t
          {NGX_HTTP_THROTTLE_COUNTER("", denial_cache_hits)}},
         {"nginx_throttle_requests_total",
          "counter",
-         "Requests a zone decided, by the outcome of their phase "
-         "($throttle_status).",
+         "Requests a zone decided, by its own verdict: rejected are those "
+         "it refused itself.",
          NGX_HTTP_THROTTLE_METRICS_ANY,
          false,
          {NGX_HTTP_THROTTLE_COUNTER(",result=\"passed\"",

@@ -18,10 +18,45 @@ ngx_http_throttle_metrics_add(ngx_atomic_t *counter, int64_t n) noexcept
 }
 
 /*
+ * What one zone said of a request its phase decided: rejected (or
+ * rejected_dry_run) if it refused it itself, whatever the others said;
+ * else the phase's throttle_on_error outcome if the phase fell to it, or if
+ * this zone's Redis failed; else passed, even when another zone refused
+ * the request. So a zone's "rejected" are the requests it refused.
+ */
+static inline ngx_uint_t
+ngx_http_throttle_metrics_verdict(
+    const ngx_http_throttle_ctx_t   *ctx,
+    const ngx_http_throttle_check_t *check) noexcept
+{
+    const ngx_http_throttle_loc_conf_t *tlcf = ctx->tlcf;
+
+    if (!check->failed && check->decision.result.limited) {
+        return tlcf->dry_run ? NGX_HTTP_THROTTLE_REJECTED_DRY_RUN
+                             : NGX_HTTP_THROTTLE_REJECTED;
+    }
+
+    if (ctx->status == NGX_HTTP_THROTTLE_ERROR_ALLOWED
+        || ctx->status == NGX_HTTP_THROTTLE_ERROR_DENIED)
+    {
+        return ctx->status;
+    }
+
+    if (check->failed) {
+        /* another zone refused the request first */
+        return tlcf->on_error == NGX_HTTP_THROTTLE_ON_ERROR_DENY
+                && !tlcf->dry_run
+            ? NGX_HTTP_THROTTLE_ERROR_DENIED
+            : NGX_HTTP_THROTTLE_ERROR_ALLOWED;
+    }
+
+    return NGX_HTTP_THROTTLE_PASSED;
+}
+
+/*
  * A phase has decided a request: each zone that took part (its key was
- * not empty) counts it once, under the phase's $throttle_status; a zone
- * counts the units it charged, and those it refused when it rejected the
- * request itself (not when another zone of the request did).
+ * not empty) counts it once, by its own verdict; a zone counts the units
+ * it charged, and those it refused when it rejected the request itself.
  */
 static inline void
 ngx_http_throttle_metrics_decided(const ngx_http_throttle_ctx_t *ctx) noexcept
@@ -38,7 +73,8 @@ ngx_http_throttle_metrics_decided(const ngx_http_throttle_ctx_t *ctx) noexcept
         }
 
         m = &check->zone->sh->metrics;
-        ngx_http_throttle_metrics_add(&m->requests[ctx->status], 1);
+        ngx_http_throttle_metrics_add(
+            &m->requests[ngx_http_throttle_metrics_verdict(ctx, check)], 1);
 
         if (check->charged) {
             ngx_http_throttle_metrics_add(&m->units_passed, check->cost);
