@@ -59,6 +59,13 @@ NGX_LD_OPT  := --with-ld-opt="$(SANITIZE_FLAGS)"
 NGX_ADDONS  += --add-dynamic-module=$(CURDIR)/t/sanitize/probe
 endif
 
+# COUNTERS=0 (set by make bench, with BUILD=build/no-counters) compiles the
+# throttle_metrics counters out (ngx_http_throttle_counter.h): the bench
+# measures what they cost against that module.
+ifeq ($(COUNTERS),0)
+NGX_CC_OPT  += -DNGX_HTTP_THROTTLE_COUNTERS=0
+endif
+
 .PHONY: all build core deps test unit integration demo demo-stop bench accuracy \
         chaos soak sanitize sanitize-build fuzz format clean
 
@@ -141,10 +148,18 @@ REDIS_APART := throttle_pass_distinct async_pass_distinct strict_pass \
                strict_sliding_log_pass strict_pass_distinct \
                cluster_strict_pass_distinct
 
+# The module without counters has a build directory of its own (and
+# shares the core, which has no counters): build/'s is untouched.
+NO_COUNTERS_BUILD  := $(BUILD)/no-counters
+NO_COUNTERS_MODULE := $(NO_COUNTERS_BUILD)/ngx_http_throttle_module.so
+
 bench:
 	@scripts/deps.sh $(BENCH_DEPS)
 	@$(MAKE) --no-print-directory build
-	@NGINX_BIN=$(NGINX_BIN) MODULE=$(MODULE) bench/run.sh
+	@$(MAKE) --no-print-directory BUILD=$(NO_COUNTERS_BUILD) \
+	    CORE_BUILD=$(CORE_BUILD) COUNTERS=0 $(NO_COUNTERS_MODULE)
+	@NGINX_BIN=$(NGINX_BIN) MODULE=$(MODULE) \
+	    NO_COUNTERS_MODULE=$(NO_COUNTERS_MODULE) bench/run.sh
 	@echo
 	@echo "bench: the rows whose Redis works hardest again, with Redis on a CPU of its own"
 	@NGINX_BIN=$(NGINX_BIN) MODULE=$(MODULE) BENCH_LAYOUT=redis-apart \

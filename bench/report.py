@@ -20,7 +20,8 @@ import statistics
 
 BASELINE = "none"
 ORDER = ["none", "limit_req", "throttle_pass", "throttle_pass_authorized",
-         "throttle_pass_noheaders",
+         "throttle_pass_noheaders", "throttle_pass_no_counters",
+         "throttle_pass_scraped",
          "strict_pass", "throttle_reject", "strict_reject",
          "throttle_pass_hot", "async_pass_hot", "throttle_pass_distinct",
          "async_pass_distinct", "fixed_window_pass", "sliding_window_pass",
@@ -35,6 +36,11 @@ NOTES = {
     "throttle_pass_authorized": "as throttle_pass, phase=authorized (decided "
                                 "after the access phase)",
     "throttle_pass_noheaders": "as throttle_pass, throttle_headers off",
+    "throttle_pass_no_counters": "as throttle_pass, on a second nginx whose "
+                                 "module is built without the metrics "
+                                 "counters",
+    "throttle_pass_scraped": "as throttle_pass, while /metrics is scraped "
+                             "every 100 ms",
     "throttle_reject": "throttle, every request rejected: a 429, no file read",
     "strict_pass": "as throttle_pass, decided by Redis (strict mode)",
     "strict_reject": "as throttle_reject, Redis-backed: rejected from the "
@@ -74,6 +80,8 @@ ALGORITHM_PAIRS = [
 ALGORITHM_RATIO = 0.9
 # Deciding after the access phase costs what deciding in preaccess does
 PHASE_RATIO = 0.97
+# The throttle_metrics counters, and scraping them, cost nearly nothing
+COUNTERS_RATIO = 0.98
 # (numerator, denominator, what it tells)
 PAIRS = [
     ("throttle_pass", "limit_req", "throttle vs limit_req, both passing"),
@@ -83,6 +91,10 @@ PAIRS = [
      "cost of the RateLimit headers"),
     ("throttle_pass_authorized", "throttle_pass",
      "decided after the access phase vs in preaccess"),
+    ("throttle_pass", "throttle_pass_no_counters",
+     "cost of the metrics counters"),
+    ("throttle_pass_scraped", "throttle_pass",
+     "cost of scraping /metrics every 100 ms"),
     ("strict_pass", "throttle_pass", "strict vs local mode, both passing"),
     ("strict_reject", "throttle_reject",
      "strict vs local mode, both rejecting"),
@@ -173,6 +185,12 @@ def load_runs(path):
                 "ask": optional_int(row.get("redis_ask")),
                 "map_reads": optional_int(row.get("redis_map_reads")),
                 "by_node": optional_by_node(row.get("redis_by_node")),
+                # throttle_pass_scraped only: scrapes of /metrics during
+                # the run, and the CPU seconds the scraper used
+                "scrapes": optional_int(row.get("scrapes")),
+                "scraper_cpu": (None if row.get("scraper_cpu_s") in
+                                (None, "", "-")
+                                else float(row["scraper_cpu_s"])),
             }
     return runs
 
@@ -493,6 +511,28 @@ def phase_targets(runs):
                              "always passing")]
 
 
+def metrics_targets(runs):
+    """The counters against a module built without them, and scraping
+    against not scraping: each at least 0.98 and always passing."""
+    out = []
+    t = ratio_target(runs, "throttle_pass", "throttle_pass_no_counters",
+                     COUNTERS_RATIO)
+    if t:
+        out += [t, non2xx_target(runs, "throttle_pass_no_counters",
+                                 "always passing")]
+    c = "throttle_pass_scraped"
+    rs = [runs[c][r] for r in sorted(runs.get(c, {}), key=int)]
+    scraped = ("scrapes of /metrics per run: %s; the scraper's CPU time "
+               "while wrk ran: %.3f s a run at most"
+               % (", ".join(str(r["scrapes"]) for r in rs),
+                  max(r["scraper_cpu"] for r in rs))
+               if rs and None not in [r["scrapes"] for r in rs] else "")
+    t = ratio_target(runs, c, "throttle_pass", COUNTERS_RATIO, scraped)
+    if t:
+        out += [t, non2xx_target(runs, c, "always passing")]
+    return out
+
+
 def algorithm_targets(runs):
     """Every algorithm at least 0.9 x GCRA's throughput in the same mode,
     and always passing."""
@@ -541,8 +581,8 @@ edit by hand. Each section below says which run produced it. The
 
 ## How to read the tables
 
-**The setup.** One nginx (2 workers) with the module, one Redis, and a
-Redis Cluster of 3 masters (no replicas) run on the same machine, a
+**The setup.** One nginx (2 workers) with the module (and a second one
+for one row, see the metrics rows below), one Redis, and a Redis Cluster of 3 masters (no replicas) run on the same machine, a
 virtual machine with 2 CPUs: wrk, nginx's workers, the single Redis and
 the cluster's three masters all compete for the same two cores (in the
 second section below, the Redis processes get one of them to
@@ -575,6 +615,8 @@ slow moment of the machine weighs on all of them alike.
   ASK replies, from `INFO errorstats`, and the scripts a master received
   but did not run, `rejected_calls`) and each master's share of the
   scripts are listed apart.
+- `throttle_pass_no_counters` and `throttle_pass_scraped` measure the
+  `throttle_pass` location again, for the metrics (below).
 
 **The columns.** *req/s* and *p99 ms* are medians over the rounds.
 *vs none* is the row's req/s divided by `none`'s in the same round (the
@@ -593,6 +635,22 @@ median over the rounds. On the 2-CPU virtual machine these figures come
 from, the per-round ratios of one pair spread by 10 to 25% (the Targets
 lists show each round's), so differences of a few percent between two
 medians are noise.
+
+**The metrics rows.** The counters `throttle_metrics` reports are always
+on: every decision adds to a few counters in the zone's shared memory
+(atomic adds). `throttle_pass / throttle_pass_no_counters` is what they
+cost: the no-counters row asks a second nginx, running alongside the
+first with the same configuration, whose module was built with
+`-DNGX_HTTP_THROTTLE_COUNTERS=0` (its `/metrics` is checked to count
+nothing before anything is measured). `throttle_pass_scraped /
+throttle_pass` is what being scraped costs: the first nginx while
+`bench/scrape.py` fetches its `/metrics` every 100 ms over one keep-alive
+connection, ten times as often as a usual Prometheus, on the same CPUs;
+the scrapes per run and the scraper's own CPU time are listed with the
+target. The target for both is 0.98. Read them as the other ratios: a
+median near 1 with rounds on either side of it means a cost below what
+this machine can tell apart, while a ratio below 0.98 in every round
+would be a real cost.
 
 **The two CPU layouts.** In the first section wrk, nginx and Redis share
 all CPUs: work Redis does is CPU taken from nginx. The second section runs
@@ -786,6 +844,8 @@ def main():
         ("Async mode targets", async_targets(runs, args.duration)),
         ("Phase target (phase=authorized against the preaccess default)",
          phase_targets(runs)),
+        ("Metrics targets (what the throttle_metrics counters and scraping "
+         "them cost)", metrics_targets(runs)),
         ("Algorithm targets (each against GCRA in the same mode)",
          algorithm_targets(runs)),
         ("Redis Cluster targets (3 masters on the same CPUs)",

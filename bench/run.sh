@@ -15,8 +15,23 @@
 # figures are summed over the masters, with the redirections (MOVED, ASK)
 # and each master's share of the scripts.
 #
+# What the throttle_metrics counters cost (they are always on: atomic adds
+# in shared memory on the request path) is measured by two rows of the
+# throttle_pass location, interleaved with the others in every round:
+# throttle_pass_no_counters asks a second nginx, started and stopped with
+# the first, on a port of its own, with the same configuration but
+# NO_COUNTERS_MODULE (built with -DNGX_HTTP_THROTTLE_COUNTERS=0, which adds
+# nothing: its /metrics reports zeros, checked before measuring); and
+# throttle_pass_scraped asks the first nginx while bench/scrape.py fetches
+# its /metrics (throttle_metrics) every 100 ms over one keep-alive
+# connection, each answer a 200 (the bench fails on another, or on a run
+# without scrapes; the scrapes and the scraper's CPU time are reported).
+#
 # Environment (defaults in brackets):
 #   NGINX_BIN [/usr/sbin/nginx]  MODULE [build/ngx_http_throttle_module.so]
+#   NO_COUNTERS_MODULE [build/no-counters/ngx_http_throttle_module.so]
+#                          the module without counters (make bench builds
+#                          it); needed only for throttle_pass_no_counters
 #   BENCH_ROUNDS [5]       rounds; each runs every configuration once,
 #                          every other round in reverse order (the
 #                          per-round ratios of this 2-core machine spread
@@ -53,17 +68,19 @@
 #                          --cluster create --cluster-replicas 0
 #
 # Output: a table on stdout, the same as Markdown in build/bench/results.md
-# (build/bench/redis-apart/ for that layout), raw wrk output in raw/ there,
-# nginx logs in nginx/logs/, Redis's log in redis/; and the figures with a
-# text on how to read them in BENCH_DOCS, whose section for this layout
-# ("All CPUs shared" or "Redis on a CPU of its own") is replaced and the
-# other kept: after make bench's two passes it holds both.
+# (build/bench/redis-apart/ for that layout), raw wrk output in raw/ there
+# (and what each run's scraper printed), nginx logs in nginx/logs/ (the
+# second nginx's in nginx-no-counters/logs/), Redis's log in redis/; and
+# the figures with a text on how to read them in BENCH_DOCS, whose section
+# for this layout ("All CPUs shared" or "Redis on a CPU of its own") is
+# replaced and the other kept: after make bench's two passes it holds both.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BENCH=$ROOT/bench
 NGINX_BIN=${NGINX_BIN:-/usr/sbin/nginx}
 MODULE=${MODULE:-$ROOT/build/ngx_http_throttle_module.so}
+NO_COUNTERS_MODULE=${NO_COUNTERS_MODULE:-$ROOT/build/no-counters/ngx_http_throttle_module.so}
 ROUNDS=${BENCH_ROUNDS:-5}
 DURATION=${BENCH_DURATION:-4}
 THREADS=${BENCH_THREADS:-1}
@@ -106,13 +123,15 @@ REDIS_SERVER=${REDIS_SERVER:-redis-server}
 REDIS_CLI=${REDIS_CLI:-redis-cli}
 
 PREFIX=$OUT/nginx
+PREFIX_NO_COUNTERS=$OUT/nginx-no-counters
 RAW=$OUT/raw
 RUNS=$OUT/runs.tsv
 DENSITY=$OUT/density.jsonl
 REDIS_DIR=$OUT/redis
 
 ALL_CONFIGS="none limit_req throttle_pass throttle_pass_authorized
-    throttle_pass_noheaders strict_pass
+    throttle_pass_noheaders throttle_pass_no_counters throttle_pass_scraped
+    strict_pass
     throttle_reject strict_reject throttle_pass_hot async_pass_hot
     throttle_pass_distinct async_pass_distinct
     fixed_window_pass sliding_window_pass sliding_log_pass
@@ -143,6 +162,15 @@ fi
 [ -x "$NGINX_BIN" ] || die "no nginx binary at $NGINX_BIN"
 [ -f "$MODULE" ] || die "no module at $MODULE (run: make build)"
 case $MODULE in /*) ;; *) MODULE=$(cd "$(dirname "$MODULE")" && pwd)/$(basename "$MODULE") ;; esac
+# the second nginx runs only for the row that measures it
+NO_COUNTERS=
+if [[ " ${CONFIGS[*]} " == *" throttle_pass_no_counters "* ]]; then
+    NO_COUNTERS=1
+    [ -f "$NO_COUNTERS_MODULE" ] \
+        || die "no module at $NO_COUNTERS_MODULE for throttle_pass_no_counters" \
+               "(run: make bench, which builds it)"
+    NO_COUNTERS_MODULE=$(cd "$(dirname "$NO_COUNTERS_MODULE")" && pwd)/$(basename "$NO_COUNTERS_MODULE")
+fi
 [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "BENCH_ROUNDS must be a positive integer"
 [[ $DURATION =~ ^[1-9][0-9]*$ ]] || die "BENCH_DURATION must be a positive integer (seconds)"
 for c in "${CONFIGS[@]}"; do
@@ -160,7 +188,9 @@ done
 
 cleanup() {
     local f
+    [ -z "${SCRAPER_PID:-}" ] || stop_child "$SCRAPER_PID"
     stop_nginx "$PREFIX/logs/nginx.pid"
+    stop_nginx "$PREFIX_NO_COUNTERS/logs/nginx.pid"
     for f in "$OUT"/density/*/logs/nginx.pid; do
         [ -e "$f" ] && stop_nginx "$f"
     done
@@ -173,9 +203,13 @@ trap 'exit 130' INT TERM
 
 # --- output -----------------------------------------------------------------
 
-rm -rf "$PREFIX" "$RAW" "$OUT/density" "$REDIS_DIR"
-mkdir -p "$PREFIX"/{conf,html,logs,temp} "$RAW" "$REDIS_DIR"
-chmod 755 "$OUT" "$PREFIX" "$PREFIX/html"
+rm -rf "$PREFIX" "$PREFIX_NO_COUNTERS" "$RAW" "$OUT/density" "$REDIS_DIR"
+mkdir -p "$RAW" "$REDIS_DIR"
+for p in "$PREFIX" "$PREFIX_NO_COUNTERS"; do
+    mkdir -p "$p"/{conf,html,logs,temp}
+    chmod 755 "$p" "$p/html"
+done
+chmod 755 "$OUT"
 
 # --- the Redis of the strict rows -------------------------------------------
 
@@ -272,33 +306,53 @@ redis_settle() {
 # --- the nginx under test ---------------------------------------------------
 
 PORT=$(free_port)
+PORT_NO_COUNTERS=
+[ -z "$NO_COUNTERS" ] || PORT_NO_COUNTERS=$(free_port)
 if [ -n "$NGINX_CPUS" ]; then
     AFFINITY="worker_cpu_affinity $NGINX_CPUS;"
 else
     AFFINITY="# worker_cpu_affinity: not set"
 fi
-sed -e "s|@MODULE@|$MODULE|g" -e "s|@WORKERS@|$WORKERS|g" \
-    -e "s|@AFFINITY@|$AFFINITY|g" \
-    -e "s|@REDIS_PORT@|$REDIS_PORT|g" \
-    -e "s|@CLUSTER_SEEDS@|$(cluster_seeds)|g" \
-    -e "s|@PORT@|$PORT|g" "$BENCH/nginx.conf.in" >"$PREFIX/conf/nginx.conf"
-for c in $ALL_CONFIGS; do
-    # a small static file per location (every one: the checks below visit
-    # them all, whichever are measured)
-    printf '{"ok":true}\n' >"$PREFIX/html/$c"
-    chmod 644 "$PREFIX/html/$c"
-done
 
-ngx() {
-    "$NGINX_BIN" -p "$PREFIX/" -c conf/nginx.conf -e logs/error.log "$@"
+# The location a configuration's row measures, and the port of the nginx
+# that serves it: the two metrics rows measure throttle_pass's.
+location_of() {
+    case $1 in
+        throttle_pass_no_counters|throttle_pass_scraped) echo throttle_pass ;;
+        *) echo "$1" ;;
+    esac
 }
-ngx -t -q || die "nginx -t failed for $PREFIX/conf/nginx.conf"
-ngx
-for i in $(seq 50); do
-    curl -s -o /dev/null --max-time 1 "http://127.0.0.1:$PORT/none" && break
-    [ "$i" -eq 50 ] && die "nginx did not answer; see $PREFIX/logs/error.log"
-    sleep 0.1
-done
+port_of() {
+    case $1 in
+        throttle_pass_no_counters) echo "$PORT_NO_COUNTERS" ;;
+        *) echo "$PORT" ;;
+    esac
+}
+
+# Renders bench/nginx.conf.in into prefix $1 with module $2 and port $3,
+# and starts that nginx.
+start_bench_nginx() {
+    local prefix=$1 module=$2 port=$3 c
+    sed -e "s|@MODULE@|$module|g" -e "s|@WORKERS@|$WORKERS|g" \
+        -e "s|@AFFINITY@|$AFFINITY|g" \
+        -e "s|@REDIS_PORT@|$REDIS_PORT|g" \
+        -e "s|@CLUSTER_SEEDS@|$(cluster_seeds)|g" \
+        -e "s|@PORT@|$port|g" "$BENCH/nginx.conf.in" >"$prefix/conf/nginx.conf"
+    for c in $ALL_CONFIGS; do
+        # a small static file per location (every one: the checks below
+        # visit them all, whichever are measured)
+        c=$(location_of "$c")
+        printf '{"ok":true}\n' >"$prefix/html/$c"
+        chmod 644 "$prefix/html/$c"
+    done
+    "$NGINX_BIN" -p "$prefix/" -c conf/nginx.conf -e logs/error.log -t -q \
+        || die "nginx -t failed for $prefix/conf/nginx.conf"
+    "$NGINX_BIN" -p "$prefix/" -c conf/nginx.conf -e logs/error.log
+    wait_http "$port" none || die "nginx did not answer; see $prefix/logs/error.log"
+}
+start_bench_nginx "$PREFIX" "$MODULE" "$PORT"
+[ -z "$NO_COUNTERS" ] \
+    || start_bench_nginx "$PREFIX_NO_COUNTERS" "$NO_COUNTERS_MODULE" "$PORT_NO_COUNTERS"
 
 # Every location must answer as intended before anything is measured.
 check() {
@@ -376,6 +430,35 @@ if grep -qi '^RateLimit' <<<"$headers"; then
     die "/throttle_pass_noheaders sent RateLimit headers"
 fi
 
+# The requests throttle_pass's zone counted as passed, from the /metrics
+# of the nginx on port $1.
+tp_passed() {
+    local text
+    text=$(curl -sf "http://127.0.0.1:$1/metrics") \
+        || die "/metrics on port $1 did not answer 200"
+    awk '$1 == "nginx_throttle_requests_total{zone=\"tp\",result=\"passed\"}" {
+            print $2; found = 1 }
+         END { exit !found }' <<<"$text" \
+        || die "/metrics on port $1 has no passed requests of zone tp"
+}
+# The first nginx counts (the checks above passed throttle_pass at least
+# twice); the second, the same requests later, counts nothing: its row
+# measures the module without counters, as it claims.
+[ "$(tp_passed "$PORT")" -ge 2 ] \
+    || die "/metrics counted $(tp_passed "$PORT") passed requests of" \
+           "throttle_pass, expected at least 2"
+if [ -n "$NO_COUNTERS" ]; then
+    for i in 1 2 3; do
+        got=$(curl -s -o /dev/null -w '%{http_code}' \
+              "http://127.0.0.1:$PORT_NO_COUNTERS/throttle_pass")
+        [ "$got" = 200 ] || die "/throttle_pass of the nginx without" \
+                                "counters answered $got, expected 200"
+    done
+    [ "$(tp_passed "$PORT_NO_COUNTERS")" = 0 ] \
+        || die "the module without counters ($NO_COUNTERS_MODULE) counted" \
+               "$(tp_passed "$PORT_NO_COUNTERS") passed requests, expected 0"
+fi
+
 # --- throughput and latency -------------------------------------------------
 
 # Runs wrk once; appends "config round req/s p99_ms non2xx errors requests
@@ -393,10 +476,14 @@ fi
 # synced); the scripts received but not run (redirected), the ASKING
 # calls, the MOVED and ASK replies, the slot map reads (CLUSTER SLOTS or
 # SHARDS), and the scripts run on each master ("/" between them). "-" for other runs. The *_hot and *_distinct runs
-# send their keys with bench/keys.lua.
+# send their keys with bench/keys.lua. Then "scrapes scraper_cpu_s": for
+# throttle_pass_scraped, the scrapes of /metrics made from just before wrk
+# started to just after it ended, and the CPU seconds the scraper used in
+# that time; "-" for other runs.
 run_wrk() {
     local config=$1 round=$2 duration=$3 raw ports
     local before=() cmds redis="-\t-\t-\t-\t-\t-\t-\t-\t-\t-" script=() args=()
+    local scraped="-\t-"
     raw=$RAW/$config.$round.txt
     read -r -a ports <<<"$(redis_ports_of "$config")"
     case $config in *_hot|*_distinct)
@@ -411,10 +498,15 @@ run_wrk() {
                 "$RC_MAP_READS" "$RC_BY_NODE")
         ;;
     esac
+    [ "$config" != throttle_pass_scraped ] || start_scraper "$RAW/$config.$round.scrape.txt"
     $WRK_PIN wrk -t"$THREADS" -c"$CONNECTIONS" -d"${duration}s" --latency \
-        "${script[@]}" "http://127.0.0.1:$PORT/$config" "${args[@]}" \
-        >"$raw" 2>&1 \
+        "${script[@]}" "http://127.0.0.1:$(port_of "$config")/$(location_of "$config")" \
+        "${args[@]}" >"$raw" 2>&1 \
         || die "wrk failed, see $raw"
+    if [ "$config" = throttle_pass_scraped ]; then
+        stop_scraper "$RAW/$config.$round.scrape.txt" "$config (round $round)"
+        scraped=$(printf '%d\t%s' "$SCRAPES" "$SCRAPER_CPU")
+    fi
     case $config in
         strict_*|cluster_strict_*)
             # requests cut off when wrk stopped may still have a command
@@ -438,7 +530,8 @@ run_wrk() {
                 "$(per_node_difference "${before[10]}" "$RC_BY_NODE")")
     fi
     [ "$round" = warmup ] && return 0
-    awk -v config="$config" -v round="$round" -v redis="$redis" '
+    awk -v config="$config" -v round="$round" -v redis="$redis" \
+        -v scraped="$scraped" '
         function ms(v) {
             if (v ~ /us$/) return v / 1000
             if (v ~ /ms$/) return v + 0
@@ -456,9 +549,41 @@ run_wrk() {
         }
         END {
             if (rps == "" || p99 == "") exit 1
-            printf "%s\t%s\t%s\t%.3f\t%d\t%d\t%d\t%s\n", config, round, rps,
-                   p99, non2xx, errors, requests, redis
+            printf "%s\t%s\t%s\t%.3f\t%d\t%d\t%d\t%s\t%s\n", config, round,
+                   rps, p99, non2xx, errors, requests, redis, scraped
         }' "$raw" >>"$RUNS" || die "could not parse $raw"
+}
+
+# Starts bench/scrape.py on the first nginx's /metrics, writing to $1, and
+# returns once it has had its first answer: the scraping is under way
+# before wrk starts.
+SCRAPER_PID=
+start_scraper() {
+    local out=$1 i
+    rm -f "$out.ready"
+    "$PYTHON" "$BENCH/scrape.py" --port "$PORT" --path /metrics \
+        --interval 0.1 --ready "$out.ready" >"$out" 2>&1 &
+    SCRAPER_PID=$!
+    for i in $(seq 50); do
+        [ -e "$out.ready" ] && return 0
+        kill -0 "$SCRAPER_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    die "the scraper of /metrics did not start scraping; see $out"
+}
+
+# Stops the scraper, which wrote to $1 during the run $2; fails if it
+# failed or made no scrape. Leaves what it printed in SCRAPES and
+# SCRAPER_CPU.
+stop_scraper() {
+    local out=$1 run=$2 pid=$SCRAPER_PID
+    SCRAPER_PID=
+    kill -TERM "$pid"
+    wait "$pid" || die "the scraper of /metrics failed during $run: $(cat "$out")"
+    rm -f "$out.ready"
+    read -r SCRAPES SCRAPER_CPU <"$out" || true
+    [[ ${SCRAPES:-} =~ ^[0-9]+$ ]] && [ "$SCRAPES" -gt 0 ] \
+        || die "no scrape of /metrics during $run; see $out"
 }
 
 # "a/b/c" less "x/y/z", term by term: what each master ran in between.
@@ -482,14 +607,14 @@ keys_of() {
 RUN_DATE=$(date -u '+%Y-%m-%d %H:%M UTC')
 COMMIT=$(source_commit)
 
-printf 'config\tround\trps\tp99_ms\tnon2xx\terrors\trequests\tredis_scripts\tredis_cmds\tredis_other\tredis_gets\tredis_rejected\tredis_asking\tredis_moved\tredis_ask\tredis_map_reads\tredis_by_node\n' >"$RUNS"
+printf 'config\tround\trps\tp99_ms\tnon2xx\terrors\trequests\tredis_scripts\tredis_cmds\tredis_other\tredis_gets\tredis_rejected\tredis_asking\tredis_moved\tredis_ask\tredis_map_reads\tredis_by_node\tscrapes\tscraper_cpu_s\n' >"$RUNS"
 # wrk and nginx share the machine with whatever else runs: say how busy it is
 LOAD_BEFORE=$(cut -d' ' -f1 /proc/loadavg)
 if awk -v l="$LOAD_BEFORE" -v n="$(nproc)" 'BEGIN { exit !(l > n * 0.75) }'; then
     echo "bench: note: load average is $LOAD_BEFORE on $(nproc) CPUs;" \
          "other processes will add noise"
 fi
-echo "bench: nginx $WORKERS workers on 127.0.0.1:$PORT;" \
+echo "bench: nginx $WORKERS workers on 127.0.0.1:$PORT${NO_COUNTERS:+" (without counters: $PORT_NO_COUNTERS)"};" \
      "wrk -t$THREADS -c$CONNECTIONS -d${DURATION}s;" \
      "$ROUNDS rounds of ${#CONFIGS[@]} configurations;" \
      "keyed rows: $HOT_KEYS hot keys, $DISTINCT_KEYS distinct keys"
@@ -515,11 +640,15 @@ for round in $(seq "$ROUNDS"); do
                        $8, $7 ? $9 / $7 : 0
             if ($1 ~ /^cluster_/)
                 printf ", %d redirected, per master %s", $12, $17
+            if ($18 != "-")
+                printf "  %d scrapes of /metrics (scraper CPU %.3f s)",
+                       $18, $19
             printf "\n" }'
     done
 done
 LOAD_AFTER=$(cut -d' ' -f1 /proc/loadavg)
 stop_nginx "$PREFIX/logs/nginx.pid"
+stop_nginx "$PREFIX_NO_COUNTERS/logs/nginx.pid"
 stop_redis
 stop_redis_cluster
 # Redis failures (timeouts, error replies) are logged at "error"
@@ -542,6 +671,13 @@ if [ "$NGINX_WARNS" -gt 0 ]; then
     echo "bench: note: $NGINX_WARNS lines at warn level in" \
          "$PREFIX/logs/error.log, e.g.:"
     grep '\[warn\]' "$PREFIX/logs/error.log" | head -n 3 | sed 's/^/  /'
+fi
+if [ -n "$NO_COUNTERS" ] && grep -qE '\[(warn|error|crit|alert|emerg)\]' \
+        "$PREFIX_NO_COUNTERS/logs/error.log"; then
+    echo "bench: note: the nginx without counters logged at warn or above" \
+         "in $PREFIX_NO_COUNTERS/logs/error.log, e.g.:"
+    grep -E '\[(warn|error|crit|alert|emerg)\]' "$PREFIX_NO_COUNTERS/logs/error.log" \
+        | head -n 3 | sed 's/^/  /'
 fi
 
 # --- keys per MiB -----------------------------------------------------------
@@ -571,6 +707,11 @@ NGINX_VERSION=$("$NGINX_BIN" -v 2>&1 | sed 's/^nginx version: //')
 CPU_MODEL=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
 WRK_VERSION=$( (wrk -v 2>&1 || true) | awk 'NR == 1 { print $2 }')
 
+METRICS_ROWS=
+[ -z "$NO_COUNTERS" ] || METRICS_ROWS="throttle_pass_no_counters on a second nginx, running alongside the first, with the same configuration and the module built with -DNGX_HTTP_THROTTLE_COUNTERS=0 (its /metrics checked to count nothing)"
+if [[ " ${CONFIGS[*]} " == *" throttle_pass_scraped "* ]]; then
+    METRICS_ROWS+="${METRICS_ROWS:+; }throttle_pass_scraped with bench/scrape.py fetching the first nginx's /metrics (throttle_metrics) every 100 ms over one keep-alive connection"
+fi
 DOCS_ARGS=()
 [ -n "$DOCS" ] && DOCS_ARGS=(--docs "$DOCS" --section "$LAYOUT" \
     --date "on $RUN_DATE" --commit "$COMMIT")
@@ -584,6 +725,7 @@ DOCS_ARGS=()
     --setting "redis cluster: $CLUSTER_MASTERS masters, no replicas, the same redis-server with --cluster-enabled yes, joined by redis-cli --cluster create; throttle_redis cluster= defaults (timeout 50ms, keepalive 2 per worker and master, cluster_refresh 10s, max_redirects 5)" \
     --setting "keyed rows (*_hot, *_distinct): wrk -s bench/keys.lua, key ?k= cycling over $HOT_KEYS (hot) or $DISTINCT_KEYS (distinct) values; rate=1000000r/s burst=1000000 (always passing), zones 1m (hot) and 32m (distinct)" \
     ${NGINX_ERROR_LINES:+--setting "nginx error log, first lines at error or above: $NGINX_ERROR_LINES"} \
+    ${METRICS_ROWS:+--setting "metrics rows: $METRICS_ROWS"} \
     --layout "$LAYOUT_TEXT" \
     --setting "layout: $LAYOUT_TEXT" \
     --setting "hardware: $(nproc) CPUs, ${CPU_MODEL:-unknown CPU}, Linux $(uname -r); load average $LOAD_BEFORE before, $LOAD_AFTER after (wrk, nginx and Redis included)"

@@ -9,13 +9,8 @@
 #ifndef NGX_HTTP_THROTTLE_METRICS_H
 #define NGX_HTTP_THROTTLE_METRICS_H
 
+#include "ngx_http_throttle_counter.h"
 #include "ngx_http_throttle_module.h"
-
-static inline void
-ngx_http_throttle_metrics_add(ngx_atomic_t *counter, int64_t n) noexcept
-{
-    (void) ngx_atomic_fetch_add(counter, (ngx_atomic_int_t) n);
-}
 
 /*
  * What one zone said of a request its phase decided: rejected (or

@@ -62,9 +62,9 @@ enum ngx_http_throttle_status_e {
  * A zone's figures for throttle_metrics (ngx_http_throttle_metrics.h
  * records them, _metrics.cpp reads them): the whole nginx's, since they
  * live in the zone's shared memory, and kept with the zone over a reload.
- * Counters are added to with ngx_atomic_fetch_add(), without the zone's
- * lock. Gauges are written under the lock and read without it: each is an
- * aligned word, which x86_64 and arm64 never read torn.
+ * Counters are added to atomically (ngx_http_throttle_counter.h), without
+ * the zone's lock. Gauges are written under the lock and read without it:
+ * each is an aligned word, which x86_64 and arm64 never read torn.
  */
 typedef struct {
     /* by $throttle_status */

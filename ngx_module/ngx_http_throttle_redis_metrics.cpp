@@ -151,8 +151,8 @@ ngx_http_throttle_redis_count_latency(ngx_http_throttle_redis_metrics_t *m,
         }
     }
 
-    (void) ngx_atomic_fetch_add(&m->latency[i], 1);
-    (void) ngx_atomic_fetch_add(&m->latency_sum_us, us);
+    ngx_http_throttle_metrics_add(&m->latency[i], 1);
+    ngx_http_throttle_metrics_add(&m->latency_sum_us, us);
 }
 
 /* The text of the backends' families, Prometheus's text format 0.0.4,

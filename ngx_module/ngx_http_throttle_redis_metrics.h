@@ -14,6 +14,8 @@ extern "C" {
 #include <ngx_core.h>
 }
 
+#include "ngx_http_throttle_counter.h"
+
 /* nginx_throttle_redis_errors_total's "kind" label */
 typedef enum {
     NGX_HTTP_THROTTLE_REDIS_ERR_TIMEOUT = 0,
@@ -70,7 +72,7 @@ ngx_http_throttle_redis_count_error(ngx_http_throttle_redis_metrics_t *m,
                                     ngx_http_throttle_redis_error_e    kind)
 {
     if (m) {
-        (void) ngx_atomic_fetch_add(&m->errors[kind], 1);
+        ngx_http_throttle_metrics_add(&m->errors[kind], 1);
     }
 }
 
@@ -78,7 +80,7 @@ static inline void
 ngx_http_throttle_redis_count_command(ngx_http_throttle_redis_metrics_t *m)
 {
     if (m) {
-        (void) ngx_atomic_fetch_add(&m->commands, 1);
+        ngx_http_throttle_metrics_add(&m->commands, 1);
     }
 }
 
@@ -87,7 +89,7 @@ ngx_http_throttle_redis_count_connection(ngx_http_throttle_redis_metrics_t *m,
                                          ngx_atomic_int_t delta)
 {
     if (m) {
-        (void) ngx_atomic_fetch_add(&m->connections[ngx_process_slot], delta);
+        ngx_http_throttle_metrics_add(&m->connections[ngx_process_slot], delta);
     }
 }
 
@@ -96,7 +98,7 @@ ngx_http_throttle_redis_count_slot_map_refresh(
     ngx_http_throttle_redis_metrics_t *m)
 {
     if (m) {
-        (void) ngx_atomic_fetch_add(&m->slot_map_refreshes, 1);
+        ngx_http_throttle_metrics_add(&m->slot_map_refreshes, 1);
     }
 }
 
