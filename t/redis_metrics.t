@@ -3,8 +3,9 @@
 # scripts nginx sent are those Redis counted; the round trips are as many
 # as the replies; errors by kind (a closed port, a silent server, a wrong
 # password, TLS to a plain port, SCRIPT FLUSH, a Cluster's MOVED, ASK and
-# CLUSTERDOWN, a Sentinel failover) as many as the servers gave;
-# connections open now; a reload keeps a kept backend's counters.
+# CLUSTERDOWN, a Sentinel failover) as many as the servers gave; the
+# connections open now as Redis lists them, over a killed worker and a
+# reload; a reload keeps a kept backend's counters.
 
 use strict;
 use warnings;
@@ -98,6 +99,42 @@ sub ThrottleTest::Step::statuses_are {
             // 'none'
     } @keys;
     Test::More::is("@got", join(' ', ($want) x @keys), $label);
+}
+
+# The pids of the block's nginx workers.
+sub ThrottleTest::Step::workers {
+    return Processes::children_of($ThrottleTest::Step::CURRENT->{master});
+}
+
+# Requests (a key each) until every worker running now has served $n of
+# them (by their X-Pid), at most 100 x $n per worker: { pid => served }.
+sub ThrottleTest::Step::serve_on_every_worker {
+    my ($n) = @_;
+    my %served = map { $_ => 0 } ThrottleTest::Step::workers();
+    for my $i (1 .. 100 * $n * keys %served) {
+        last unless grep { $_ < $n } values %served;
+        my $res = ThrottleTest::Step::request('GET /a.txt', 'X-Key' => "k$i");
+        $served{ ThrottleTest::Step::header($res, 'X-Pid') // 'none' }++;
+    }
+    return \%served;
+}
+
+# The clients $redis lists (CLIENT LIST) but the test's own connection,
+# counted by the nginx worker whose socket each is (by its port), "other"
+# for the rest: { pid => count }.
+sub ThrottleTest::Step::redis_clients_by_worker {
+    my ($redis) = @_;
+    my %worker_of;
+    for my $pid (ThrottleTest::Step::workers()) {
+        $worker_of{$_} = $pid for Processes::local_ports_of($pid);
+    }
+    my $me = $redis->cmd('CLIENT', 'ID');
+    my %by;
+    for my $line (split /\n/, $redis->cmd('CLIENT', 'LIST')) {
+        my ($id, $port) = $line =~ /\bid=(\d+) addr=[^ ]*:(\d+) / or next;
+        $by{ $worker_of{$port} // 'other' }++ unless $id == $me;
+    }
+    return \%by;
 }
 
 __DATA__
@@ -429,3 +466,65 @@ perl {
     $replied = kinds_are_replies("$name, after the move", $cluster, qw(ASK MOVED));
     cmp_ok($replied->{MOVED}, '>', 0, "$name: the old owner answered MOVED");
 }
+
+
+
+=== TEST 9: connections, 2 workers: keepalive x workers as Redis lists them, over a killed worker and a reload
+--- redis
+redis
+--- http_config
+throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT keepalive=3;
+throttle_zone $http_x_key zone=s:1m rate=10r/m burst=100 redis=main;
+--- config
+add_header X-Pid $pid always;
+location = /metrics { throttle_metrics; }
+location / { throttle zone=s; }
+--- requests
+GET /a.txt x20 => 200
+  > X-Key: first
+perl {
+    # a worker opens its connections as it needs them, one more for each
+    # of its first scripts (round robin), and keeps them: once each has
+    # sent 3 scripts, both hold keepalive=3 and the gauge is 2 x 3
+    my $open = sub {
+        metric(scrape(), 'nginx_throttle_redis_connections', backend => 'main')
+    };
+    my $all_open = sub {
+        my ($what) = @_;
+        my $served = serve_on_every_worker(3);
+        ok(!grep({ $_ < 3 } values %$served),
+           "$name: $what: each worker served 3 requests or more")
+            or diag(explain $served);
+        my $clients = redis_clients_by_worker($redis);
+        is_deeply($clients, { map { $_ => 3 } keys %$served },
+                  "$name: $what: Redis lists 3 connections of each worker");
+        is($open->(), 6, "$name: $what: the gauge says as many, 6");
+    };
+    # what Redis lists once it has seen the connections of dead workers
+    # go, and the gauge then
+    my $settled = sub {
+        my ($what, $want) = @_;
+        my $clients;
+        ok(wait_until($Processes::TIMEOUT, sub {
+            $clients = redis_clients_by_worker($redis);
+            !$clients->{other};
+        }), "$name: $what: Redis lists only live workers' connections")
+            or diag(explain $clients);
+        my $listed = 0;
+        $listed += $_ for values %$clients;
+        is($listed, $want, "$name: $what: Redis lists $want");
+        wait_until($Processes::TIMEOUT, sub { $open->() == $listed });
+        is($open->(), $listed, "$name: $what: the gauge says as many");
+    };
+    $all_open->('at first');
+
+    my ($dead, $new) = kill_worker();
+    $settled->("worker $dead killed, $new in its place", 3);
+    $all_open->('then');
+
+    ok(reload(), "$name: reloaded");
+    $settled->('after a reload', 0);
+    $all_open->('then');
+}
+--- distinct
+X-Pid >= 2
