@@ -2,13 +2,18 @@
 # against real redis-server processes and faults a real one produces: the
 # scripts nginx sent are those Redis counted; the round trips are as many
 # as the replies; errors by kind (a closed port, a silent server, a wrong
-# password, TLS to a plain port, SCRIPT FLUSH); connections open now; the
-# text passes promtool; a reload keeps a kept backend's counters.
+# password, TLS to a plain port, SCRIPT FLUSH, a Cluster's MOVED, ASK and
+# CLUSTERDOWN, a Sentinel failover) as many as the servers gave; the
+# connections open now as Redis lists them, over a killed worker and a
+# reload; a reload keeps a kept backend's counters.
 
 use strict;
 use warnings;
 
 use ThrottleTest;
+
+use ClusterTraffic ();
+use Processes ();
 
 require_redis_module();
 run_blocks();
@@ -35,6 +40,101 @@ sub ThrottleTest::Step::scrape {
     my $res = ThrottleTest::Step::request('GET /metrics');
     die "GET /metrics: $res->{status}" unless $res->{status} == 200;
     return $res->{body};
+}
+
+# nginx_throttle_redis_errors_total of backend $backend, kind $kind, in
+# the text of /metrics.
+sub ThrottleTest::Step::errors {
+    my ($text, $backend, $kind) = @_;
+    return ThrottleTest::Step::metric($text, 'nginx_throttle_redis_errors_total',
+                                      backend => $backend, kind => $kind);
+}
+
+# The error replies of each kind of @kinds (MOVED, ASK, CLUSTERDOWN...)
+# the live nodes of $cluster gave, summed over them (INFO errorstats):
+# { kind => count }.
+sub ThrottleTest::Step::error_replies {
+    my ($cluster, @kinds) = @_;
+    my %sum = map { $_ => 0 } @kinds;
+    for my $node ($cluster->live_nodes) {
+        my $info = $node->info('errorstats');
+        for my $kind (@kinds) {
+            my ($n) = ($info->{"errorstat_$kind"} // '') =~ /count=(\d+)/;
+            $sum{$kind} += $n // 0;
+        }
+    }
+    return \%sum;
+}
+
+# For each kind of @kinds (MOVED, ASK): one test that backend "c"'s
+# kind=<kind> is the replies of that kind the nodes of $cluster gave.
+# Returns those: { kind => count }.
+sub ThrottleTest::Step::kinds_are_replies {
+    my ($name, $cluster, @kinds) = @_;
+    my $m = ThrottleTest::Step::scrape();
+    my $replied = ThrottleTest::Step::error_replies($cluster, @kinds);
+    for my $kind (@kinds) {
+        Test::More::is(ThrottleTest::Step::errors($m, 'c', lc $kind),
+                       $replied->{$kind},
+                       "$name: kind=\L$kind\E = the nodes' $kind replies "
+                       . "($replied->{$kind})");
+    }
+    return $replied;
+}
+
+# Whether every live node of $cluster says cluster_state:$state.
+sub ThrottleTest::Step::cluster_state_is {
+    my ($cluster, $state) = @_;
+    return !grep { $_->cmd('CLUSTER', 'INFO') !~ /^cluster_state:$state\r?$/m }
+                 $cluster->live_nodes;
+}
+
+# A request for each key of @keys; one test named $label: each got
+# $throttle_status (X-Status) $want.
+sub ThrottleTest::Step::statuses_are {
+    my ($label, $want, @keys) = @_;
+    my @got = map {
+        ThrottleTest::Step::header(
+            ThrottleTest::Step::request('GET /a.txt', 'X-Key' => $_), 'X-Status')
+            // 'none'
+    } @keys;
+    Test::More::is("@got", join(' ', ($want) x @keys), $label);
+}
+
+# The pids of the block's nginx workers.
+sub ThrottleTest::Step::workers {
+    return Processes::children_of($ThrottleTest::Step::CURRENT->{master});
+}
+
+# Requests (a key each) until every worker running now has served $n of
+# them (by their X-Pid), at most 100 x $n per worker: { pid => served }.
+sub ThrottleTest::Step::serve_on_every_worker {
+    my ($n) = @_;
+    my %served = map { $_ => 0 } ThrottleTest::Step::workers();
+    for my $i (1 .. 100 * $n * keys %served) {
+        last unless grep { $_ < $n } values %served;
+        my $res = ThrottleTest::Step::request('GET /a.txt', 'X-Key' => "k$i");
+        $served{ ThrottleTest::Step::header($res, 'X-Pid') // 'none' }++;
+    }
+    return \%served;
+}
+
+# The clients $redis lists (CLIENT LIST) but the test's own connection,
+# counted by the nginx worker whose socket each is (by its port), "other"
+# for the rest: { pid => count }.
+sub ThrottleTest::Step::redis_clients_by_worker {
+    my ($redis) = @_;
+    my %worker_of;
+    for my $pid (ThrottleTest::Step::workers()) {
+        $worker_of{$_} = $pid for Processes::local_ports_of($pid);
+    }
+    my $me = $redis->cmd('CLIENT', 'ID');
+    my %by;
+    for my $line (split /\n/, $redis->cmd('CLIENT', 'LIST')) {
+        my ($id, $port) = $line =~ /\bid=(\d+) addr=[^ ]*:(\d+) / or next;
+        $by{ $worker_of{$port} // 'other' }++ unless $id == $me;
+    }
+    return \%by;
 }
 
 __DATA__
@@ -215,20 +315,7 @@ perl {
     }
     is(metric($m, 'nginx_throttle_redis_commands_total', backend => 'c'),
        $sent, "$name: commands_total = the scripts the nodes counted");
-    # every MOVED and ASK reply a node gave (INFO errorstats)
-    my %replied;
-    for my $node ($cluster->nodes) {
-        my $info = $node->info('errorstats');
-        for my $kind (qw(MOVED ASK)) {
-            my ($n) = ($info->{"errorstat_$kind"} // '') =~ /count=(\d+)/;
-            $replied{lc $kind} += $n // 0;
-        }
-    }
-    for my $kind (qw(moved ask)) {
-        is(metric($m, 'nginx_throttle_redis_errors_total', backend => 'c',
-                  kind => $kind),
-           $replied{$kind}, "$name: kind=$kind = the nodes' $kind replies");
-    }
+    kinds_are_replies($name, $cluster, qw(MOVED ASK));
     ok(metric($m, 'nginx_throttle_redis_slot_map_refreshes_total',
               backend => 'c') >= 1, "$name: the slot map was read");
     for my $kind (qw(timeout connect tls auth reply noscript moved ask
@@ -297,3 +384,145 @@ perl {
 }
 --- error_log
 sentinels do not know master "nosuch"
+
+
+
+=== TEST 7: a Cluster that goes down: kind=clusterdown = the nodes' CLUSTERDOWN replies
+--- redis
+cluster: cluster-require-full-coverage yes; cluster-replica-no-failover yes
+--- http_config
+throttle_redis c cluster=$TEST_REDIS_CLUSTER;
+throttle_zone $http_x_key zone=s:1m rate=10r/m burst=100 redis=c;
+--- config
+location = /metrics { throttle_metrics; }
+location / { throttle zone=s; add_header X-Status $throttle_status always; }
+--- requests
+perl {
+    # a master killed, no replica may take over (cluster-replica-no-failover)
+    # and every slot must be served (cluster-require-full-coverage): once
+    # the others see it fail, every node answers CLUSTERDOWN to every
+    # script. A cluster of the block's own: the shared one would be damaged.
+    my @keys = map { ClusterTraffic::keys_on_master($cluster, $_, 2, "m$_-") }
+               0 .. 2;
+    statuses_are("$name: decided while up", 'PASSED', @keys);
+    is(error_replies($cluster, 'CLUSTERDOWN')->{CLUSTERDOWN}, 0,
+       "$name: no CLUSTERDOWN while up");
+    $cluster->kill_master(0);
+    ok(wait_until($cluster->node_timeout / 1000 + $Processes::TIMEOUT,
+                  sub { cluster_state_is($cluster, 'fail') }),
+       "$name: every live node says cluster_state:fail");
+    statuses_are("$name: while down, throttle_on_error decides",
+                 'ERROR_ALLOWED', (@keys) x 3);
+    # Redis counts each CLUSTERDOWN it writes; nginx each one a script
+    # gets (with TRYAGAIN, which one-key scripts never get): every reply
+    # was read, the requests having been answered
+    my $replied = error_replies($cluster, qw(CLUSTERDOWN TRYAGAIN));
+    cmp_ok($replied->{CLUSTERDOWN}, '>', 0,
+           "$name: the nodes answered CLUSTERDOWN ($replied->{CLUSTERDOWN})");
+    is(errors(scrape(), 'c', 'clusterdown'),
+       $replied->{CLUSTERDOWN} + $replied->{TRYAGAIN},
+       "$name: kind=clusterdown = the nodes' CLUSTERDOWN and TRYAGAIN replies");
+}
+
+
+
+=== TEST 8: a slot half-way to another master: kind=ask, then kind=moved = the nodes' ASK and MOVED replies
+--- redis
+cluster
+--- http_config
+throttle_redis c cluster=$TEST_REDIS_CLUSTER cluster_refresh=1h;
+throttle_zone $http_x_key zone=s:1m rate=10r/m burst=100 redis=c;
+--- config
+location = /metrics { throttle_metrics; }
+location / { throttle zone=s; add_header X-Status $throttle_status always; }
+--- requests
+perl {
+    # as t/redis_cluster.t: the slot of a key of master 0, MIGRATING to
+    # master 1 (IMPORTING there); master 0 has no key of it (a block's
+    # cluster starts empty), so it answers ASK to each script for it
+    my ($source, $target) = ($cluster->masters)[0, 1];
+    my ($key) = ClusterTraffic::keys_on_master($cluster, 0, 1, 'ask-');
+    my $stored = "throttle:s:{$key}";
+    my $slot = $cluster->slot_of($stored);
+    is($source->cmd('CLUSTER', 'COUNTKEYSINSLOT', $slot), 0,
+       "$name: no key of slot $slot on master 0");
+    my ($source_id, $target_id) = map { $_->cmd('CLUSTER', 'MYID') } $source, $target;
+    $target->cmd('CLUSTER', 'SETSLOT', $slot, 'IMPORTING', $source_id);
+    $source->cmd('CLUSTER', 'SETSLOT', $slot, 'MIGRATING', $target_id);
+    my $sent = 6;
+    statuses_are("$name: decided after ASK", 'PASSED', ($key) x $sent);
+    is(join(',', $target->keys_matching($stored)), $stored,
+       "$name: the key is on master 1");
+    my $replied = kinds_are_replies($name, $cluster, qw(ASK MOVED));
+    is($replied->{ASK}, $sent, "$name: one ASK per script for the slot");
+
+    # the move finished: master 1 owns the slot; the workers' slot maps
+    # (read again in an hour) still say master 0, which answers MOVED
+    $_->cmd('CLUSTER', 'SETSLOT', $slot, 'NODE', $target_id) for $target, $source;
+    ok($cluster->wait_stable, "$name: the cluster agrees on the slot's new owner");
+    statuses_are("$name: decided after the move", 'PASSED', ($key) x $sent);
+    $replied = kinds_are_replies("$name, after the move", $cluster, qw(ASK MOVED));
+    cmp_ok($replied->{MOVED}, '>', 0, "$name: the old owner answered MOVED");
+}
+
+
+
+=== TEST 9: connections, 2 workers: keepalive x workers as Redis lists them, over a killed worker and a reload
+--- redis
+redis
+--- http_config
+throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT keepalive=3;
+throttle_zone $http_x_key zone=s:1m rate=10r/m burst=100 redis=main;
+--- config
+add_header X-Pid $pid always;
+location = /metrics { throttle_metrics; }
+location / { throttle zone=s; }
+--- requests
+GET /a.txt x20 => 200
+  > X-Key: first
+perl {
+    # a worker opens its connections as it needs them, one more for each
+    # of its first scripts (round robin), and keeps them: once each has
+    # sent 3 scripts, both hold keepalive=3 and the gauge is 2 x 3
+    my $open = sub {
+        metric(scrape(), 'nginx_throttle_redis_connections', backend => 'main')
+    };
+    my $all_open = sub {
+        my ($what) = @_;
+        my $served = serve_on_every_worker(3);
+        ok(!grep({ $_ < 3 } values %$served),
+           "$name: $what: each worker served 3 requests or more")
+            or diag(explain $served);
+        my $clients = redis_clients_by_worker($redis);
+        is_deeply($clients, { map { $_ => 3 } keys %$served },
+                  "$name: $what: Redis lists 3 connections of each worker");
+        is($open->(), 6, "$name: $what: the gauge says as many, 6");
+    };
+    # what Redis lists once it has seen the connections of dead workers
+    # go, and the gauge then
+    my $settled = sub {
+        my ($what, $want) = @_;
+        my $clients;
+        ok(wait_until($Processes::TIMEOUT, sub {
+            $clients = redis_clients_by_worker($redis);
+            !$clients->{other};
+        }), "$name: $what: Redis lists only live workers' connections")
+            or diag(explain $clients);
+        my $listed = 0;
+        $listed += $_ for values %$clients;
+        is($listed, $want, "$name: $what: Redis lists $want");
+        wait_until($Processes::TIMEOUT, sub { $open->() == $listed });
+        is($open->(), $listed, "$name: $what: the gauge says as many");
+    };
+    $all_open->('at first');
+
+    my ($dead, $new) = kill_worker();
+    $settled->("worker $dead killed, $new in its place", 3);
+    $all_open->('then');
+
+    ok(reload(), "$name: reloaded");
+    $settled->('after a reload', 0);
+    $all_open->('then');
+}
+--- distinct
+X-Pid >= 2

@@ -43,6 +43,10 @@ warnings, Test::More and Time::HiRes's C<time> and C<sleep>. It sees:
                      Redis, say); true if it did within $TIMEOUT
     all_closed()     waits until nginx has closed every connection (every
                      request finished); true if it did within $TIMEOUT
+    kill_worker()    SIGKILL to one of nginx's workers, then waits until
+                     the master has started another; returns (the dead
+                     pid, the new one). The block's check for crashes in
+                     error.log leaves that worker's death out
 
 C<our $TODO> works (C<local $TODO = 'reason';>). A step that dies is a
 failed test named after the step.
@@ -130,6 +134,21 @@ sub all_closed {
     my $port = $CURRENT->{port};
     return wait_until($Processes::TIMEOUT,
                       sub { !Processes::open_connections($port) });
+}
+
+sub kill_worker {
+    my $master = $CURRENT->{master};
+    my ($victim, @others) = Processes::children_of($master);
+    my %before = map { $_ => 1 } $victim, @others;
+    push @{ $CURRENT->{killed} }, $victim;
+    kill 'KILL', $victim or die "SIGKILL $victim: $!\n";
+    my $new;
+    wait_until($Processes::TIMEOUT, sub {
+        ($new) = grep { !$before{$_} } Processes::children_of($master);
+        return $new;
+    });
+    die "no worker took the place of $victim\n" unless $new;
+    return ($victim, $new);
 }
 
 sub reload {
