@@ -106,8 +106,10 @@ ngx_http_throttle_delay_variable(ngx_http_request_t        *r,
     ngx_uint_t                       phase;
     ngx_msec_t                       delay = 0;
     ngx_http_throttle_request_ctx_t *rctx;
+    const ngx_http_throttle_ctx_t   *ctx = ngx_http_throttle_answer(r);
 
-    if (ngx_http_throttle_answer(r) == NULL) {
+    /* as the numbers: empty where no zone's answer counts */
+    if (ctx == NULL || ctx->zone == NULL) {
         v->not_found = 1;
         return NGX_OK;
     }
