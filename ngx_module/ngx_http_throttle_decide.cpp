@@ -319,7 +319,7 @@ ngx_http_throttle_pass(ngx_http_throttle_ctx_t   *ctx,
         return NGX_DECLINED;
     }
 
-    /* whole milliseconds, rounded up: never early */
+    /* whole milliseconds (nginx's timers), rounded up */
     ctx->delay =
         (ngx_msec_t) (longest->wait / 1000 + (longest->wait % 1000 != 0));
 

@@ -159,6 +159,11 @@ ngx_http_throttle_hold(ngx_http_throttle_ctx_t *ctx, ngx_int_t rc) noexcept
     r->read_event_handler = ngx_http_test_reading;
     r->write_event_handler = ngx_http_throttle_delayed;
 
+    /* A timer counts from the event loop's cached clock, which a busy
+     * worker lets fall behind: brought up to date, the wait counts from
+     * now. */
+    ngx_time_update();
+
     c->write->delayed = 1;
     ngx_add_timer(c->write, ctx->delay);
 

@@ -12,64 +12,10 @@
 # rounding of a microsecond clock to milliseconds).
 
 use ThrottleTest;
-use Timeline;
 
 package ThrottleTest::Step;
 
-use strict;
-use warnings;
-use Test::More;
-
-# How far apart two times may be, in seconds.
-sub tolerance { 0.04 }
-
-# $count requests to $uri with X-Key: $key sent at once, and $run called
-# $at seconds later if given; the responses, quickest first.
-sub burst {
-    my ($count, $uri, $key, $at, $run) = @_;
-    my @steps = map { { at => 0, uri => $uri, headers => ['X-Key' => $key] } }
-                1 .. $count;
-    push @steps, { at => $at, run => $run } if $run;
-    return sort { ($a->{took} // 1e9) <=> ($b->{took} // 1e9) }
-           Timeline::fire($ThrottleTest::Step::CURRENT->{port}, \@steps);
-}
-
-# A test: the responses' statuses, quickest first, as @want ("200 x3").
-sub statuses_are {
-    my ($name, $title, $responses, @want) = @_;
-    my @expanded = map { /^(\d+) x(\d+)$/ ? ($1) x $2 : $_ } @want;
-    is("@{[ map { $_->{status} // $_->{error} } @$responses ]}",
-       "@expanded", "$name: $title: statuses");
-}
-
-# A test: each response took its wait in @want_ms (quickest first), never
-# less (but for the rounding to ms) and at most tolerance() more.
-sub waits_are {
-    my ($name, $title, $responses, @want_ms) = @_;
-    my @took = map { int(1000 * ($_->{took} // -1)) } @$responses;
-    my @off = grep {
-        my $d = $took[$_] - $want_ms[$_];
-        $d < -2 || $d > 1000 * tolerance();
-    } 0 .. $#want_ms;
-    ok(!@off && @took == @want_ms, "$name: $title: waits @want_ms ms")
-        or diag("took: @took ms");
-}
-
-# A test: a header's values over the responses, as @want (a number
-# written ~N: from N - tolerance() in ms to N).
-sub header_values_are {
-    my ($name, $title, $responses, $header, @want) = @_;
-    my @got = map { $_->{headers}{ lc $header } // '(none)' } @$responses;
-    my @off = grep {
-        my ($g, $w) = ($got[$_], $want[$_] // '(more)');
-        my ($near) = $w =~ /^~(\d+)$/;
-        defined $near
-            ? !($g =~ /^\d+$/ && $g <= $near && $g >= $near - 1000 * tolerance())
-            : $g ne $w;
-    } 0 .. $#got;
-    ok(!@off && @got == @want, "$name: $title: $header @want")
-        or diag("$header: @got");
-}
+use Timeline qw(tolerance burst statuses_are waits_are header_values_are);
 
 package main;
 
@@ -126,7 +72,7 @@ location /big/  { throttle zone=y delay=5;  alias $TEST_NGINX_HTML_DIR/; }
 --- requests
 perl {
     for my $uri ('/none/a.txt', '/big/a.txt') {
-        my @res = burst(7, $uri, 'k');
+        my @res = burst($nginx->{port}, 7, $uri, 'k');
         statuses_are($name, $uri, [sort { $a->{status} <=> $b->{status} } @res],
                      '200 x6', 429);
         waits_are($name, $uri, [grep { $_->{status} == 200 } @res], (0) x 6);
@@ -153,7 +99,7 @@ location /cost/ { throttle zone=c cost=2 delay=1; alias $TEST_NGINX_HTML_DIR/; }
 location /free/ { alias $TEST_NGINX_HTML_DIR/; }
 --- requests
 perl {
-    my @res = burst(8, '/z/a.txt', 'k');
+    my @res = burst($nginx->{port}, 8, '/z/a.txt', 'k');
     my @passed = grep { $_->{status} == 200 } @res;
     waits_are($name, 'delay=2', \@passed, 0, 0, 0, 100, 200, 300);
     header_values_are($name, 'delay=2', \@passed, 'X-Status',
@@ -167,7 +113,7 @@ perl {
 
     # cost 2, delay=1: a request goes at once while at most one unit is
     # ahead of it: 2 units ahead wait one T, 4 units three T
-    @res = burst(4, '/cost/a.txt', 'k');
+    @res = burst($nginx->{port}, 4, '/cost/a.txt', 'k');
     @passed = grep { $_->{status} == 200 } @res;
     waits_are($name, 'cost=2 delay=1', \@passed, 0, 100, 300);
     header_values_are($name, 'cost=2 delay=1', \@passed, 'X-Delay',
@@ -199,7 +145,7 @@ location / {
 }
 --- requests
 perl {
-    my @res = burst(8, '/a.txt', 'k');
+    my @res = burst($nginx->{port}, 8, '/a.txt', 'k');
     statuses_are($name, 'dry run', \@res, '200 x8');
     waits_are($name, 'dry run', \@res, (0) x 8);
     my %status;
@@ -232,7 +178,7 @@ location / {
 perl {
     # a: 0, 100, 200, 300 ms; b (T = 200 ms, one unit may be ahead): 0, 0,
     # 200, 400 ms
-    my @res = burst(4, '/a.txt', 'k');
+    my @res = burst($nginx->{port}, 4, '/a.txt', 'k');
     statuses_are($name, 'two zones', \@res, '200 x4');
     waits_are($name, 'two zones', \@res, 0, 100, 200, 400);
     header_values_are($name, 'two zones', \@res, 'X-Delay',
@@ -270,7 +216,7 @@ location @named {
 --- requests
 perl {
     for my $uri ('/e/missing.txt', '/t/missing.txt') {
-        my @res = burst(3, $uri, 'k');
+        my @res = burst($nginx->{port}, 3, $uri, 'k');
         statuses_are($name, $uri, \@res, '200 x3');
         waits_are($name, $uri, \@res, 0, 100, 200);
         header_values_are($name, $uri, \@res, 'X-Delay', 0, '~100', '~200');
@@ -297,23 +243,23 @@ location /both/ {
 }
 --- requests
 perl {
-    my @res = burst(3, '/auth/a.txt', 'k1');
+    my @res = burst($nginx->{port}, 3, '/auth/a.txt', 'k1');
     waits_are($name, 'authorized', \@res, 0, 200, 400);
     header_values_are($name, 'authorized', \@res, 'X-Delay', 0, '~200', '~400');
 
     # preaccess lets them go 100 ms apart, authorized (T = 200 ms) spaces
     # them further: 0 + 0, 100 + 100, 200 + 200
-    @res = burst(3, '/both/a.txt', 'k2');
+    @res = burst($nginx->{port}, 3, '/both/a.txt', 'k2');
     waits_are($name, 'both phases', \@res, 0, 200, 400);
     header_values_are($name, 'both phases', \@res, 'X-Delay', 0, '~200', '~400');
 }
 
 
 
-=== TEST 8: a client that goes away while its request waits: the request ends at once, logged 499, as limit_req's
+=== TEST 8: a client that goes away while its request waits: the request ends then, logged 499, as limit_req's
 --- http_config
-limit_req_zone $http_x_key zone=lr:1m rate=1r/s;
-throttle_zone $http_x_key zone=th:1m rate=1r/s burst=5;
+limit_req_zone $http_x_key zone=lr:1m rate=1r/m;
+throttle_zone $http_x_key zone=th:1m rate=1r/m burst=5;
 log_format delay '$uri $status $request_time $throttle_status';
 --- config
 access_log $TEST_NGINX_PREFIX/logs/access.log delay;
@@ -325,7 +271,7 @@ GET /lr/a.txt => 200
 GET /th/a.txt => 200
   > X-Key: k
 perl {
-    # the next request of each waits a second
+    # the next request of each waits a minute
     my @socks = map {
         my $s = ThrottleTest::connect_to($nginx) or die "connect: $!";
         syswrite $s, "GET /$_/a.txt HTTP/1.1\r\nHost: x\r\nX-Key: k\r\n"
@@ -336,12 +282,12 @@ perl {
     sleep 0.2;
     close $_ for @socks;
     my $log = "$nginx->{prefix}/logs/access.log";
-    ok(wait_until(0.6, sub { Processes::read_file($log) =~ m{^/th/a\.txt 499}m
-                                 && Processes::read_file($log) =~ m{^/lr/a\.txt 499}m }),
-       "$name: both are logged 499 within 0.6 s of the close")
+    ok(wait_until(2, sub { Processes::read_file($log) =~ m{^/th/a\.txt 499}m
+                               && Processes::read_file($log) =~ m{^/lr/a\.txt 499}m }),
+       "$name: both are logged 499 soon after the close")
         or diag(Processes::read_file($log));
     my ($time) = Processes::read_file($log) =~ m{^/th/a\.txt 499 ([\d.]+) DELAYED$}m;
-    ok(defined $time && $time < 0.7, "$name: it ended before its wait was over")
+    ok(defined $time && $time < 5, "$name: it ended long before its minute was over")
         or diag(Processes::read_file($log));
     ok(all_closed(), "$name: nothing is left open");
 }
@@ -360,7 +306,7 @@ location / {
 --- requests
 perl {
     my $master = $nginx->{master};
-    my @res = burst(4, '/a.txt', 'k', 0.1, sub { kill 'QUIT', $master });
+    my @res = burst($nginx->{port}, 4, '/a.txt', 'k', 0.1, sub { kill 'QUIT', $master });
     statuses_are($name, 'quit', \@res, '200 x4');
     waits_are($name, 'quit', \@res, 0, 200, 400, 600);
     ok(Processes::wait_gone(5, $master), "$name: nginx has exited");
@@ -379,7 +325,7 @@ location / {
 --- requests
 perl {
     my @old = Processes::children_of($nginx->{master});
-    my @res = burst(4, '/a.txt', 'k', 0.1, sub {
+    my @res = burst($nginx->{port}, 4, '/a.txt', 'k', 0.1, sub {
         my ($rc, $out) = ThrottleTest::nginx_cmd($nginx, '-s', 'reload');
         is($rc, 0, "$name: nginx -s reload") or diag($out);
     });
@@ -387,6 +333,6 @@ perl {
     waits_are($name, 'reload', \@res, 0, 200, 400, 600);
     ok(wait_until(5, sub { !grep { Processes::alive($_) } @old }),
        "$name: the old workers have exited");
-    @res = burst(3, '/a.txt', 'fresh');
+    @res = burst($nginx->{port}, 3, '/a.txt', 'fresh');
     waits_are($name, 'after the reload', \@res, 0, 200, 400);
 }

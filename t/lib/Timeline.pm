@@ -14,24 +14,37 @@ package Timeline;
 #
 # returns a response per request, in the order given: the request's own
 # fields plus { status, headers => { lc name => value }, sent (seconds
-# from the start), took (sent to the last byte), error }. Every response
-# must come within $Processes::TIMEOUT after the last offset.
+# from the start), took (from its offset to the last byte), error }. A
+# burst's clock starts at its offset, where its first request is due: a
+# client the machine holds back a few ms between two writes does not make
+# the second one's wait look shorter. Every response must come within
+# $Processes::TIMEOUT after the last offset.
 #
 # To hold two limiters to the same timeline (throttle and limit_req, a
 # strict zone and a local one), groups() sends each group of requests to
 # every location at once, and same_outcomes() compares two locations group
 # by group: the order in which a group's requests reach nginx is the
 # kernel's, so each group's responses are compared sorted by time taken.
+#
+# For a burst sent at once, burst() gives its responses quickest first, and
+# statuses_are(), waits_are() and header_values_are() test them against
+# the rule's values, within tolerance() (40 ms): far less than the 100 ms
+# or more of a whole T at the rates the tests use, far more than what
+# scheduling on a busy machine adds.
 
 use strict;
 use warnings;
 
+use Exporter 'import';
 use IO::Select;
 use IO::Socket::INET;
 use List::Util qw(max);
 use Test::More ();
 use Time::HiRes qw(time sleep);
 use Processes qw($TIMEOUT);
+
+our @EXPORT_OK = qw(fire tolerance burst statuses_are waits_are
+                    header_values_are);
 
 # Leeway between the connections being open and the first offset: nginx
 # accepts them meanwhile.
@@ -138,6 +151,60 @@ sub same_outcomes {
     }
 }
 
+# How far apart two times may be, in seconds.
+sub tolerance { 0.04 }
+
+# $count requests to $uri with X-Key: $key sent at once to the nginx on
+# $port, and $run called $at seconds later if given; the responses,
+# quickest first.
+sub burst {
+    my ($port, $count, $uri, $key, $at, $run) = @_;
+    my @steps = map { { at => 0, uri => $uri, headers => ['X-Key' => $key] } }
+                1 .. $count;
+    push @steps, { at => $at, run => $run } if $run;
+    return sort { ($a->{took} // 1e9) <=> ($b->{took} // 1e9) }
+           fire($port, \@steps);
+}
+
+# A test: the responses' statuses, quickest first, as @want ("200 x3").
+sub statuses_are {
+    my ($name, $title, $responses, @want) = @_;
+    my @expanded = map { /^(\d+) x(\d+)$/ ? ($1) x $2 : $_ } @want;
+    Test::More::is("@{[ map { $_->{status} // $_->{error} } @$responses ]}",
+       "@expanded", "$name: $title: statuses");
+}
+
+# A test: each response took its wait in @want_ms (quickest first), never
+# less (but for the rounding to ms) and at most tolerance() more.
+sub waits_are {
+    my ($name, $title, $responses, @want_ms) = @_;
+    my @took = map { int(1000 * ($_->{took} // -1)) } @$responses;
+    my @off = grep {
+        my $d = $took[$_] - $want_ms[$_];
+        $d < -2 || $d > 1000 * tolerance();
+    } 0 .. $#want_ms;
+    Test::More::ok(!@off && @took == @want_ms, "$name: $title: waits @want_ms ms")
+        or Test::More::diag("took: @took ms");
+}
+
+# A test: a header's values over the responses, as @want (a number
+# written ~N: from N - tolerance() in ms to N, or a ms more: nginx's
+# timers count whole milliseconds of a clock it reads once per event).
+sub header_values_are {
+    my ($name, $title, $responses, $header, @want) = @_;
+    my @got = map { $_->{headers}{ lc $header } // '(none)' } @$responses;
+    my @off = grep {
+        my ($g, $w) = ($got[$_], $want[$_] // '(more)');
+        my ($near) = $w =~ /^~(\d+)$/;
+        defined $near
+            ? !($g =~ /^\d+$/ && $g <= $near + 1
+                && $g >= $near - 1000 * tolerance())
+            : $g ne $w;
+    } 0 .. $#got;
+    Test::More::ok(!@off && @got == @want, "$name: $title: $header @want")
+        or Test::More::diag("$header: @got");
+}
+
 sub send_request {
     my ($state, $now) = @_;
     my $req = $state->{step};
@@ -159,7 +226,7 @@ sub read_some {
     my $r = sysread $state->{sock}, $state->{buf}, 65536, length $state->{buf};
     return 1 if !defined $r && $!{EAGAIN};
     $state->{error} = "read: $!" unless defined $r;
-    $state->{took} = $now - $state->{sent};
+    $state->{took} = $now - $state->{step}{at};
     return 0;
 }
 
