@@ -15,7 +15,8 @@ use ThrottleTest;
 
 package ThrottleTest::Step;
 
-use Timeline qw(tolerance burst statuses_are waits_are header_values_are);
+use Timeline qw(tolerance burst statuses_are waits_are header_values_are
+                quit_while_waiting);
 
 package main;
 
@@ -304,13 +305,7 @@ location / {
     throttle zone=z delay=0;
 }
 --- requests
-perl {
-    my $master = $nginx->{master};
-    my @res = burst($nginx->{port}, 4, '/a.txt', 'k', 0.1, sub { kill 'QUIT', $master });
-    statuses_are($name, 'quit', \@res, '200 x4');
-    waits_are($name, 'quit', \@res, 0, 200, 400, 600);
-    ok(Processes::wait_gone(5, $master), "$name: nginx has exited");
-}
+perl: quit_while_waiting($name, $nginx);
 
 
 

@@ -14,7 +14,8 @@ require_redis_module();
 
 package ThrottleTest::Step;
 
-use Timeline qw(tolerance burst waits_are header_values_are);
+use Timeline qw(tolerance burst waits_are header_values_are
+                quit_while_waiting);
 
 # Sends t/delay.t's timeline (bursts beyond burst + 1, bursts into a
 # funnel part full, requests on their own) to every location at once; a
@@ -172,11 +173,4 @@ location / {
     throttle zone=z delay=0;
 }
 --- requests
-perl {
-    my $master = $nginx->{master};
-    my @res = burst($nginx->{port}, 4, '/a.txt', 'k', 0.1,
-                    sub { kill 'QUIT', $master });
-    waits_are($name, 'quit', \@res, 0, 200, 400, 600);
-    is("@{[ map { $_->{status} } @res ]}", '200 200 200 200', "$name: all pass");
-    ok(Processes::wait_gone(5, $master), "$name: nginx has exited");
-}
+perl: quit_while_waiting($name, $nginx);

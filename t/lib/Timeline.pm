@@ -44,7 +44,7 @@ use Time::HiRes qw(time sleep);
 use Processes qw($TIMEOUT);
 
 our @EXPORT_OK = qw(fire tolerance burst statuses_are waits_are
-                    header_values_are);
+                    header_values_are quit_while_waiting);
 
 # Leeway between the connections being open and the first offset: nginx
 # accepts them meanwhile.
@@ -203,6 +203,20 @@ sub header_values_are {
     } 0 .. $#got;
     Test::More::ok(!@off && @got == @want, "$name: $title: $header @want")
         or Test::More::diag("$header: @got");
+}
+
+# Tests that requests held back finish when nginx is told to quit: 4 to
+# /a.txt at once (X-Key: k; a zone of 5r/s and delay=0 holds them 0, 200,
+# 400 and 600 ms), SIGQUIT to the master 0.1 s in; then nginx exits.
+sub quit_while_waiting {
+    my ($name, $nginx) = @_;
+    my $master = $nginx->{master};
+    my @res = burst($nginx->{port}, 4, '/a.txt', 'k', 0.1,
+                    sub { kill 'QUIT', $master });
+    statuses_are($name, 'quit', \@res, '200 x4');
+    waits_are($name, 'quit', \@res, 0, 200, 400, 600);
+    Test::More::ok(Processes::wait_gone(5, $master),
+                   "$name: nginx has exited");
 }
 
 sub send_request {
