@@ -17,6 +17,8 @@
 #   make sanitize  every test again, on a core and module built with
 #                AddressSanitizer and UBSan; fails on their reports
 #   make fuzz    the libFuzzer targets of t/fuzz/, FUZZ_SECONDS (60) each
+#   make delay-figure  a burst through delay= and limit_req's delay= side
+#                by side; writes docs/delay.png
 
 SHELL       := /bin/bash
 NGINX_SRC   ?= /usr/share/nginx/src
@@ -39,6 +41,7 @@ CHAOS_DEPS  := $(BUILD_DEPS) wrk curl python3 redis-server redis-tools procps
 SOAK_DEPS   := $(CHAOS_DEPS) gnuplot-nox
 SANITIZE_DEPS := $(TEST_DEPS) libasan8 libubsan1
 FUZZ_DEPS   := cmake libssl-dev libhiredis-dev clang llvm libclang-rt-14-dev
+DELAY_FIGURE_DEPS := $(BUILD_DEPS) perl curl python3 gnuplot-nox
 
 CORE_SRCS   := $(wildcard src/throttle/*.cpp src/throttle/*.hpp src/scripts/*.lua \
                src/scripts/lib/*.lua \
@@ -67,7 +70,7 @@ NGX_CC_OPT  += -DNGX_HTTP_THROTTLE_COUNTERS=0
 endif
 
 .PHONY: all build core deps test unit integration demo demo-stop bench accuracy \
-        chaos soak sanitize sanitize-build fuzz format clean
+        chaos soak sanitize sanitize-build fuzz delay-figure format clean
 
 all: build
 
@@ -208,6 +211,11 @@ fuzz:
 	    -DTHROTTLE_TESTS=OFF -DTHROTTLE_FUZZ=ON >/dev/null
 	cmake --build $(FUZZ_BUILD) -j $(JOBS)
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh $(FUZZ_BUILD)
+
+delay-figure:
+	@scripts/deps.sh $(DELAY_FIGURE_DEPS)
+	@$(MAKE) --no-print-directory build
+	@NGINX_BIN=$(NGINX_BIN) MODULE=$(MODULE) scripts/delay_figure.sh
 
 format:
 	clang-format -i src/throttle/*.[ch]pp ngx_module/*.cpp ngx_module/*.h \

@@ -20,6 +20,7 @@ import statistics
 
 BASELINE = "none"
 ORDER = ["none", "limit_req", "throttle_pass", "throttle_pass_authorized",
+         "throttle_pass_delay",
          "throttle_pass_noheaders", "throttle_pass_no_counters",
          "throttle_pass_scraped",
          "strict_pass", "throttle_reject", "strict_reject",
@@ -35,6 +36,8 @@ NOTES = {
     "throttle_pass": "throttle, always passes, RateLimit headers",
     "throttle_pass_authorized": "as throttle_pass, phase=authorized (decided "
                                 "after the access phase)",
+    "throttle_pass_delay": "as throttle_pass, delay= that never makes a "
+                           "request wait",
     "throttle_pass_noheaders": "as throttle_pass, throttle_headers off",
     "throttle_pass_no_counters": "as throttle_pass, on a second nginx whose "
                                  "module is built without the metrics "
@@ -80,6 +83,8 @@ ALGORITHM_PAIRS = [
 ALGORITHM_RATIO = 0.9
 # Deciding after the access phase costs what deciding in preaccess does
 PHASE_RATIO = 0.97
+# So does delay= when no request has to wait: computing the wait
+DELAY_RATIO = 0.97
 # The throttle_metrics counters, and scraping them, cost nearly nothing
 COUNTERS_RATIO = 0.98
 # (numerator, denominator, what it tells)
@@ -91,6 +96,8 @@ PAIRS = [
      "cost of the RateLimit headers"),
     ("throttle_pass_authorized", "throttle_pass",
      "decided after the access phase vs in preaccess"),
+    ("throttle_pass_delay", "throttle_pass",
+     "delay= that never makes a request wait vs no delay="),
     ("throttle_pass", "throttle_pass_no_counters",
      "cost of the metrics counters"),
     ("throttle_pass_scraped", "throttle_pass",
@@ -500,15 +507,14 @@ def cluster_note(runs, duration):
                                    if seconds else ""))
 
 
-def phase_targets(runs):
-    """A passing row decided after the access phase against the same
-    decided in preaccess."""
-    t = ratio_target(runs, "throttle_pass_authorized", "throttle_pass",
-                     PHASE_RATIO)
+def like_throttle_pass_targets(runs, config, minimum):
+    """A passing row that costs what throttle_pass does (decided after the
+    access phase, or with delay=): at least `minimum` of its req/s, and
+    always passing."""
+    t = ratio_target(runs, config, "throttle_pass", minimum)
     if t is None:
         return []
-    return [t, non2xx_target(runs, "throttle_pass_authorized",
-                             "always passing")]
+    return [t, non2xx_target(runs, config, "always passing")]
 
 
 def metrics_targets(runs):
@@ -843,7 +849,11 @@ def main():
         ("Strict mode targets", strict_targets(runs, args.connections)),
         ("Async mode targets", async_targets(runs, args.duration)),
         ("Phase target (phase=authorized against the preaccess default)",
-         phase_targets(runs)),
+         like_throttle_pass_targets(runs, "throttle_pass_authorized",
+                                    PHASE_RATIO)),
+        ("Delay target (delay= that never makes a request wait, against "
+         "no delay=)",
+         like_throttle_pass_targets(runs, "throttle_pass_delay", DELAY_RATIO)),
         ("Metrics targets (what the throttle_metrics counters and scraping "
          "them cost)", metrics_targets(runs)),
         ("Algorithm targets (each against GCRA in the same mode)",

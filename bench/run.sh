@@ -130,6 +130,7 @@ DENSITY=$OUT/density.jsonl
 REDIS_DIR=$OUT/redis
 
 ALL_CONFIGS="none limit_req throttle_pass throttle_pass_authorized
+    throttle_pass_delay
     throttle_pass_noheaders throttle_pass_no_counters throttle_pass_scraped
     strict_pass
     throttle_reject strict_reject throttle_pass_hot async_pass_hot
@@ -361,7 +362,7 @@ check() {
     [ "$got" = "$want" ] || die "/$path answered $got, expected $want"
 }
 for c in none limit_req throttle_pass throttle_pass_authorized \
-         throttle_pass_noheaders \
+         throttle_pass_delay throttle_pass_noheaders \
          "throttle_pass_hot?k=1" "throttle_pass_distinct?k=1" \
          fixed_window_pass sliding_window_pass sliding_log_pass \
          strict_fixed_window_pass strict_sliding_window_pass \
@@ -430,16 +431,19 @@ if grep -qi '^RateLimit' <<<"$headers"; then
     die "/throttle_pass_noheaders sent RateLimit headers"
 fi
 
-# The requests throttle_pass's zone counted as passed, from the /metrics
-# of the nginx on port $1.
-tp_passed() {
+# The requests zone $2 counted with result $3, from the /metrics of the
+# nginx on port $1.
+zone_requests() {
     local text
     text=$(curl -sf "http://127.0.0.1:$1/metrics") \
         || die "/metrics on port $1 did not answer 200"
-    awk '$1 == "nginx_throttle_requests_total{zone=\"tp\",result=\"passed\"}" {
-            print $2; found = 1 }
+    awk -v series="nginx_throttle_requests_total{zone=\"$2\",result=\"$3\"}" '
+         $1 == series { print $2; found = 1 }
          END { exit !found }' <<<"$text" \
-        || die "/metrics on port $1 has no passed requests of zone tp"
+        || die "/metrics on port $1 has no $3 requests of zone $2"
+}
+tp_passed() {
+    zone_requests "$1" tp passed
 }
 # The first nginx counts (the checks above passed throttle_pass at least
 # twice); the second, the same requests later, counts nothing: its row
@@ -647,6 +651,15 @@ for round in $(seq "$ROUNDS"); do
     done
 done
 LOAD_AFTER=$(cut -d' ' -f1 /proc/loadavg)
+# throttle_pass_delay measures delay= that never makes a request wait: say
+# whether one waited
+DELAY_ROW=
+if [[ " ${CONFIGS[*]} " == *" throttle_pass_delay "* ]]; then
+    DELAYED=$(zone_requests "$PORT" tpd delayed)
+    DELAY_ROW="throttle_pass_delay: delay=1000 at 1 us a unit, $DELAYED of its requests waited ($(zone_requests "$PORT" tpd passed) went at once)"
+    [ "$DELAYED" = 0 ] \
+        || echo "bench: note: $DELAYED requests of throttle_pass_delay waited"
+fi
 stop_nginx "$PREFIX/logs/nginx.pid"
 stop_nginx "$PREFIX_NO_COUNTERS/logs/nginx.pid"
 stop_redis
@@ -726,6 +739,7 @@ DOCS_ARGS=()
     --setting "keyed rows (*_hot, *_distinct): wrk -s bench/keys.lua, key ?k= cycling over $HOT_KEYS (hot) or $DISTINCT_KEYS (distinct) values; rate=1000000r/s burst=1000000 (always passing), zones 1m (hot) and 32m (distinct)" \
     ${NGINX_ERROR_LINES:+--setting "nginx error log, first lines at error or above: $NGINX_ERROR_LINES"} \
     ${METRICS_ROWS:+--setting "metrics rows: $METRICS_ROWS"} \
+    ${DELAY_ROW:+--setting "$DELAY_ROW"} \
     --layout "$LAYOUT_TEXT" \
     --setting "layout: $LAYOUT_TEXT" \
     --setting "hardware: $(nproc) CPUs, ${CPU_MODEL:-unknown CPU}, Linux $(uname -r); load average $LOAD_BEFORE before, $LOAD_AFTER after (wrk, nginx and Redis included)"

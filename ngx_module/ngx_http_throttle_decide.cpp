@@ -43,6 +43,7 @@ ngx_http_throttle_prepare(ngx_http_request_t        *r,
 
     check->key = throttle::ZoneKey(key.data, key.len);
     check->cost = limit->cost_value;
+    check->delay = limit->delay;
 
     if (limit->cost == NULL) {
         return NGX_OK;
@@ -128,8 +129,9 @@ ngx_http_throttle_answer(ngx_http_request_t *r) noexcept
     const ngx_http_throttle_ctx_t   *ctx, *best = NULL;
     ngx_http_throttle_request_ctx_t *rctx = ngx_http_throttle_get_ctx(r);
 
-    /* by ngx_http_throttle_status_e: how much each status says */
-    static const u_char weight[] = {0, 1, 5, 3, 2, 4};
+    /* by ngx_http_throttle_status_e: how much each status says. A phase
+     * that failed says more than one that only held the request back. */
+    static const u_char weight[] = {0, 1, 7, 5, 4, 6, 3, 2};
 
     if (rctx == NULL) {
         return NULL;
@@ -273,12 +275,73 @@ ngx_http_throttle_fail(ngx_http_throttle_ctx_t *ctx) noexcept
     return tlcf->status;
 }
 
+/*
+ * How long each zone that admitted the request would hold it back (its
+ * line's delay=), in check->wait; returns the zone that would hold it
+ * longest, or NULL if none would.
+ */
+static ngx_http_throttle_check_t *
+ngx_http_throttle_waits(ngx_http_throttle_ctx_t *ctx) noexcept
+{
+    ngx_uint_t                 i;
+    ngx_http_throttle_check_t *check, *longest = NULL;
+
+    for (i = 0; i < ctx->nchecks; i++) {
+        check = &ctx->checks[i];
+
+        if (check->zone == NULL || check->failed) {
+            continue;
+        }
+
+        check->wait = check->zone->policy.delay_us(check->decision.result,
+                                                   check->cost, check->delay);
+
+        if (check->wait > 0 && (longest == NULL || check->wait > longest->wait))
+        {
+            longest = check;
+        }
+    }
+
+    return longest;
+}
+
+/* The request passed: PASSED, or DELAYED (DELAYED_DRY_RUN) by the longest
+ * wait among its zones. */
+static ngx_int_t
+ngx_http_throttle_pass(ngx_http_throttle_ctx_t   *ctx,
+                       ngx_http_throttle_check_t *longest) noexcept
+{
+    ngx_uint_t                    level;
+    ngx_http_throttle_loc_conf_t *tlcf = ctx->tlcf;
+
+    if (longest == NULL) {
+        ngx_http_throttle_conclude(ctx, NGX_HTTP_THROTTLE_PASSED);
+        return NGX_DECLINED;
+    }
+
+    /* whole milliseconds (nginx's timers), rounded up */
+    ctx->delay =
+        (ngx_msec_t) (longest->wait / 1000 + (longest->wait % 1000 != 0));
+
+    /* as limit_req: a level below that of rejections */
+    level =
+        tlcf->log_level == NGX_LOG_INFO ? NGX_LOG_INFO : tlcf->log_level + 1;
+    ngx_log_error(level, ctx->request->connection->log, 0,
+                  "delaying request by %M ms by zone \"%V\"%s", ctx->delay,
+                  &longest->zone->name, tlcf->dry_run ? " (dry run)" : "");
+
+    ngx_http_throttle_conclude(ctx,
+                               tlcf->dry_run ? NGX_HTTP_THROTTLE_DELAYED_DRY_RUN
+                                             : NGX_HTTP_THROTTLE_DELAYED);
+    return NGX_DECLINED;
+}
+
 /* Sets the request's status and binding zone; the phase handler's result. */
 static ngx_int_t
 ngx_http_throttle_finish(ngx_http_throttle_ctx_t *ctx, bool rejected) noexcept
 {
     ngx_http_throttle_loc_conf_t *tlcf = ctx->tlcf;
-    ngx_http_throttle_check_t    *binding;
+    ngx_http_throttle_check_t    *binding, *longest;
     ngx_log_t                    *log = ctx->request->connection->log;
     const char                   *dry_run = tlcf->dry_run ? " (dry run)" : "";
 
@@ -289,9 +352,11 @@ ngx_http_throttle_finish(ngx_http_throttle_ctx_t *ctx, bool rejected) noexcept
         ctx->result = binding->decision.result;
     }
 
+    /* every zone's, for its own verdict (ngx_http_throttle_metrics.h) */
+    longest = ngx_http_throttle_waits(ctx);
+
     if (!rejected) {
-        ngx_http_throttle_conclude(ctx, NGX_HTTP_THROTTLE_PASSED);
-        return NGX_DECLINED;
+        return ngx_http_throttle_pass(ctx, longest);
     }
 
     if (ctx->result.retry_after_us < 0) {

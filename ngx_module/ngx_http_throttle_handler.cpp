@@ -15,12 +15,20 @@
  *     once. If a strict zone must ask Redis, the handler returns NGX_AGAIN
  *     with ctx->waiting set: the request waits for the replies, and no
  *     worker blocks.
- *   - ctx->waiting: nginx ran the phases again before Redis answered (a
- *     client event, a subrequest): still NGX_AGAIN.
+ *   - ctx->waiting: nginx ran the phases again before Redis answered, or
+ *     before the request's delay passed (a client event, a subrequest):
+ *     still NGX_AGAIN.
  *   - ctx->resume: every reply is in, or has failed within the backend's
  *     timeout. ngx_http_throttle_resume() completed the decision, kept its
  *     result in ctx->rc and ran the phases again: the handler returns
  *     ctx->rc, once.
+ *     A request the decision admitted with a wait (delay=, status DELAYED)
+ *     first waits, with ctx->waiting still set, on a timer of its
+ *     connection's write event, as limit_req's delay does: no worker
+ *     blocks, a client that goes away is noticed (ngx_http_test_reading()
+ *     finalizes the request), and a worker shutting down gracefully waits
+ *     for the timer. When it fires, ngx_http_throttle_delayed() sets
+ *     ctx->resume and runs the phases again, the same way.
  *   - otherwise: decided already, before an internal redirect (which wipes
  *     module contexts: a pool cleanup marks the context so that it can be
  *     found again) or in an earlier pass. NGX_DECLINED: a request counts
@@ -83,23 +91,118 @@ ngx_http_throttle_create_ctx(ngx_http_request_t *r) noexcept
     return ctx;
 }
 
-void
-ngx_http_throttle_resume(ngx_http_throttle_ctx_t *ctx) noexcept
+/* The phase of the request that waits for its delay to pass. */
+static ngx_http_throttle_ctx_t *
+ngx_http_throttle_waiting(ngx_http_request_t *r) noexcept
+{
+    ngx_uint_t                       p;
+    ngx_http_throttle_request_ctx_t *rctx = ngx_http_throttle_get_ctx(r);
+
+    for (p = 0; rctx && p < NGX_HTTP_THROTTLE_NPHASES; p++) {
+        if (rctx->phases[p].waiting) {
+            return &rctx->phases[p];
+        }
+    }
+
+    return NULL;
+}
+
+/* The write event handler while the request waits: the timer has fired,
+ * or the connection became writable before it did. */
+static void
+ngx_http_throttle_delayed(ngx_http_request_t *r) noexcept
+{
+    ngx_event_t             *wev = r->connection->write;
+    ngx_http_throttle_ctx_t *ctx;
+
+    if (wev->delayed) {
+        if (ngx_handle_write_event(wev, 0) != NGX_OK) {
+            ngx_http_finalize_request(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        }
+
+        return;
+    }
+
+    if (ngx_handle_read_event(r->connection->read, 0) != NGX_OK) {
+        ngx_http_finalize_request(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    r->read_event_handler = ngx_http_block_reading;
+    r->write_event_handler = ngx_http_core_run_phases;
+
+    ctx = ngx_http_throttle_waiting(r);
+    if (ctx) {
+        ctx->waiting = 0;
+        ctx->resume = 1;
+    }
+
+    ngx_http_core_run_phases(r);
+}
+
+/* Holds a request its phase admitted for ctx->delay ms, then goes on with
+ * ctx->rc: NGX_AGAIN, or an error to finalize the request with. */
+static ngx_int_t
+ngx_http_throttle_hold(ngx_http_throttle_ctx_t *ctx, ngx_int_t rc) noexcept
 {
     ngx_http_request_t *r = ctx->request;
     ngx_connection_t   *c = r->connection;
 
-    ctx->rc = ngx_http_throttle_complete(ctx);
-    ctx->waiting = 0;
-    ctx->resume = 1;
+    /* a close already read must not go unnoticed */
+    if (c->read->ready) {
+        ngx_post_event(c->read, &ngx_posted_events);
 
-    ngx_http_core_run_phases(r);
+    } else if (ngx_handle_read_event(c->read, 0) != NGX_OK) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    r->read_event_handler = ngx_http_test_reading;
+    r->write_event_handler = ngx_http_throttle_delayed;
+
+    /* A timer counts from the event loop's cached clock, which a busy
+     * worker lets fall behind: brought up to date, the wait counts from
+     * now. */
+    ngx_time_update();
+
+    c->write->delayed = 1;
+    ngx_add_timer(c->write, ctx->delay);
+
+    ctx->rc = rc;
+    ctx->waiting = 1;
+    return NGX_AGAIN;
+}
+
+void
+ngx_http_throttle_resume(ngx_http_throttle_ctx_t *ctx) noexcept
+{
+    ngx_int_t           rc;
+    ngx_http_request_t *r = ctx->request;
+    ngx_connection_t   *c = r->connection;
+
+    rc = ngx_http_throttle_complete(ctx);
+
+    if (ctx->status == NGX_HTTP_THROTTLE_DELAYED) {
+        rc = ngx_http_throttle_hold(ctx, rc);
+
+        if (rc != NGX_AGAIN) {
+            ngx_http_finalize_request(r, rc);
+        }
+
+    } else {
+        ctx->rc = rc;
+        ctx->waiting = 0;
+        ctx->resume = 1;
+
+        ngx_http_core_run_phases(r);
+    }
+
     ngx_http_run_posted_requests(c);
 }
 
 static ngx_int_t
 ngx_http_throttle_handle(ngx_http_request_t *r, ngx_uint_t phase) noexcept
 {
+    ngx_int_t                        rc;
     ngx_http_throttle_ctx_t         *ctx;
     ngx_http_throttle_loc_conf_t    *tlcf;
     ngx_http_throttle_request_ctx_t *rctx;
@@ -147,7 +250,11 @@ ngx_http_throttle_handle(ngx_http_request_t *r, ngx_uint_t phase) noexcept
     ctx->tlcf = tlcf;
     ctx->started = 1;
 
-    return ngx_http_throttle_start(r, ctx);
+    rc = ngx_http_throttle_start(r, ctx);
+
+    return ctx->status == NGX_HTTP_THROTTLE_DELAYED
+        ? ngx_http_throttle_hold(ctx, rc)
+        : rc;
 }
 
 ngx_int_t

@@ -1,8 +1,8 @@
 /*
  * The location's directives:
  *
- *     throttle zone=name [cost=N|$variable] [phase=preaccess|authorized];
- *                                   (several: all of a phase must pass)
+ *     throttle zone=name [cost=N|$variable] [phase=preaccess|authorized]
+ *              [delay=N];           (several: all of a phase must pass)
  *     throttle_status 400..599;
  *     throttle_headers on|off|legacy;  throttle_log_level ...;
  *     throttle_on_error allow|deny;    (enums, with their own setter)
@@ -20,6 +20,7 @@ typedef struct {
     ngx_str_t  zone;
     ngx_str_t  cost;
     ngx_uint_t phase;
+    ngx_int_t  delay;
 } ngx_http_throttle_line_args_t;
 
 static ngx_conf_enum_t ngx_http_throttle_phase_names[] = {
@@ -32,6 +33,13 @@ static const ngx_http_throttle_param_enum_t ngx_http_throttle_phases = {
     "use phase=preaccess (before access checks, the default) or "
     "phase=authorized (once they let the request in)"};
 
+/* delay=: units that may be ahead of a request that goes on at once. Only
+ * some algorithms can delay: the zone, perhaps defined further on, is
+ * checked once every zone is (ngx_http_throttle_check_refs()). */
+static const ngx_http_throttle_param_range_t ngx_http_throttle_delays = {
+    0, throttle::kMaxDelay,
+    "units ahead of a request that goes on at once, 0 to 1000000000"};
+
 static const ngx_http_throttle_param_t ngx_http_throttle_line_params[] = {
     {"zone=", ngx_http_throttle_param_str,
      offsetof(ngx_http_throttle_line_args_t, zone), NULL},
@@ -39,6 +47,8 @@ static const ngx_http_throttle_param_t ngx_http_throttle_line_params[] = {
      offsetof(ngx_http_throttle_line_args_t, cost), NULL},
     {"phase=", ngx_http_throttle_param_enum,
      offsetof(ngx_http_throttle_line_args_t, phase), &ngx_http_throttle_phases},
+    {"delay=", ngx_http_throttle_param_number,
+     offsetof(ngx_http_throttle_line_args_t, delay), &ngx_http_throttle_delays},
     {NULL, NULL, 0, NULL}};
 
 /* cost= is a number, or text with variables evaluated per request. */
@@ -142,9 +152,11 @@ ngx_http_throttle_line_unique(ngx_conf_t                   *cf,
     return NGX_CONF_OK;
 }
 
-/* Remembers where the zone was named, to report one never defined. */
+/* Remembers where the zone was named, to report one never defined or one
+ * that cannot delay. */
 static char *
-ngx_http_throttle_line_ref(ngx_conf_t *cf, ngx_shm_zone_t *shm_zone) noexcept
+ngx_http_throttle_line_ref(ngx_conf_t *cf, ngx_shm_zone_t *shm_zone,
+                           int64_t delay) noexcept
 {
     ngx_http_throttle_zone_ref_t  *ref;
     ngx_http_throttle_main_conf_t *tmcf;
@@ -158,6 +170,7 @@ ngx_http_throttle_line_ref(ngx_conf_t *cf, ngx_shm_zone_t *shm_zone) noexcept
     }
 
     ref->shm_zone = shm_zone;
+    ref->delay = delay;
     ref->file = cf->conf_file->file.name;
     ref->line = cf->conf_file->line;
 
@@ -178,6 +191,7 @@ ngx_http_throttle_directive(ngx_conf_t *cf, ngx_command_t *cmd,
     ngx_str_null(&la.zone);
     ngx_str_null(&la.cost);
     la.phase = NGX_HTTP_THROTTLE_PREACCESS;
+    la.delay = NGX_CONF_UNSET;
 
     if (ngx_http_throttle_parse_params(cf, 1, ngx_http_throttle_line_params,
                                        &la)
@@ -225,6 +239,7 @@ ngx_http_throttle_directive(ngx_conf_t *cf, ngx_command_t *cmd,
     }
 
     limit->shm_zone = shm_zone;
+    limit->delay = la.delay == NGX_CONF_UNSET ? throttle::kNoDelay : la.delay;
 
     if (ngx_http_throttle_line_set_cost(cf, &la.cost, limit) != NGX_CONF_OK) {
         return (char *) NGX_CONF_ERROR;
@@ -232,7 +247,7 @@ ngx_http_throttle_directive(ngx_conf_t *cf, ngx_command_t *cmd,
 
     ngx_http_throttle_line_sort(*lines);
 
-    return ngx_http_throttle_line_ref(cf, shm_zone);
+    return ngx_http_throttle_line_ref(cf, shm_zone, limit->delay);
 }
 
 /* ngx_conf_set_enum_slot, with a message that names the directive and the

@@ -47,7 +47,7 @@ typedef struct {
     }
 
 /* The most samples a family has for one zone. */
-#define NGX_HTTP_THROTTLE_METRICS_SAMPLES 5
+#define NGX_HTTP_THROTTLE_METRICS_SAMPLES 7
 
 typedef struct {
     const char                       *name;
@@ -124,7 +124,7 @@ static const ngx_http_throttle_metrics_family_t
         {"nginx_throttle_requests_total",
          "counter",
          "Requests a zone decided, by its own verdict: rejected are those "
-         "it refused itself.",
+         "it refused itself, delayed those its line held back.",
          NGX_HTTP_THROTTLE_METRICS_ANY,
          false,
          {NGX_HTTP_THROTTLE_COUNTER(",result=\"passed\"",
@@ -137,7 +137,12 @@ static const ngx_http_throttle_metrics_family_t
           NGX_HTTP_THROTTLE_COUNTER(",result=\"error_allowed\"",
                                     requests[NGX_HTTP_THROTTLE_ERROR_ALLOWED]),
           NGX_HTTP_THROTTLE_COUNTER(",result=\"error_denied\"",
-                                    requests[NGX_HTTP_THROTTLE_ERROR_DENIED])}},
+                                    requests[NGX_HTTP_THROTTLE_ERROR_DENIED]),
+          NGX_HTTP_THROTTLE_COUNTER(",result=\"delayed\"",
+                                    requests[NGX_HTTP_THROTTLE_DELAYED]),
+          NGX_HTTP_THROTTLE_COUNTER(
+              ",result=\"delayed_dry_run\"",
+              requests[NGX_HTTP_THROTTLE_DELAYED_DRY_RUN])}},
         {"nginx_throttle_sync_keys_total",
          "counter",
          "Keys an async zone synced with Redis.",

@@ -16,8 +16,10 @@
  * What one zone said of a request its phase decided: rejected (or
  * rejected_dry_run) if it refused it itself, whatever the others said;
  * else the phase's throttle_on_error outcome if the phase fell to it, or if
- * this zone's Redis failed; else passed, even when another zone refused
- * the request. So a zone's "rejected" are the requests it refused.
+ * this zone's Redis failed; else delayed (or delayed_dry_run) if its own
+ * line would hold the request back, passed if not, even when another zone
+ * refused the request. So a zone's "rejected" are the requests it refused,
+ * its "delayed" those it held back.
  */
 static inline ngx_uint_t
 ngx_http_throttle_metrics_verdict(
@@ -43,6 +45,11 @@ ngx_http_throttle_metrics_verdict(
                 && !tlcf->dry_run
             ? NGX_HTTP_THROTTLE_ERROR_DENIED
             : NGX_HTTP_THROTTLE_ERROR_ALLOWED;
+    }
+
+    if (check->wait > 0) {
+        return tlcf->dry_run ? NGX_HTTP_THROTTLE_DELAYED_DRY_RUN
+                             : NGX_HTTP_THROTTLE_DELAYED;
     }
 
     return NGX_HTTP_THROTTLE_PASSED;

@@ -11,7 +11,8 @@
  *     throttle_zone $key zone=name:size rate=30r/m [burst=N]
  *         [algorithm=gcra|fixed_window|sliding_window|sliding_log [log_max=N]]
  *         [redis=NAME [sync=strict|async] [sync_interval=100ms]];
- *     throttle zone=name [cost=N|$variable] [phase=preaccess|authorized];
+ *     throttle zone=name [cost=N|$variable] [phase=preaccess|authorized]
+ *         [delay=N];
  *     throttle_status, throttle_headers, throttle_dry_run,
  *     throttle_log_level, throttle_on_error
  *     throttle_metrics; (a location's content: ngx_http_throttle_metrics.cpp)
@@ -58,7 +59,7 @@ static ngx_command_t ngx_http_throttle_commands[] = {
 
     {ngx_string("throttle"),
      NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF
-         | NGX_CONF_TAKE123,
+         | NGX_CONF_TAKE1234,
      ngx_http_throttle_directive, NGX_HTTP_LOC_CONF_OFFSET, 0, NULL},
 
     {ngx_string("throttle_status"),
@@ -250,22 +251,43 @@ ngx_http_throttle_resolve_redis(ngx_conf_t                    *cf,
 }
 
 /* A "throttle" line may name a zone before its throttle_zone, but not one
- * that none defines. */
+ * that none defines; and its delay= only a zone whose algorithm can
+ * delay. */
 static ngx_int_t
 ngx_http_throttle_check_refs(ngx_conf_t                    *cf,
                              ngx_http_throttle_main_conf_t *tmcf) noexcept
 {
     ngx_uint_t                    i;
+    const char                   *refusal;
+    throttle::Message             why;
+    ngx_http_throttle_zone_t     *zone;
     ngx_http_throttle_zone_ref_t *refs =
         (ngx_http_throttle_zone_ref_t *) tmcf->zone_refs.elts;
 
     for (i = 0; i < tmcf->zone_refs.nelts; i++) {
-        if (refs[i].shm_zone->data == NULL) {
+        zone = (ngx_http_throttle_zone_t *) refs[i].shm_zone->data;
+
+        if (zone == NULL) {
             ngx_log_error(NGX_LOG_EMERG, cf->log, 0,
                           "unknown zone \"%V\" in \"throttle\" directive in "
                           "%V:%ui: no \"throttle_zone\" defines it",
                           &refs[i].shm_zone->shm.name, &refs[i].file,
                           refs[i].line);
+            return NGX_ERROR;
+        }
+
+        if (refs[i].delay == throttle::kNoDelay) {
+            continue;
+        }
+
+        refusal = throttle::delay_refusal(zone->policy, why);
+
+        if (refusal) {
+            ngx_log_error(NGX_LOG_EMERG, cf->log, 0,
+                          "invalid parameter \"delay=%L\" in \"throttle\" "
+                          "directive in %V:%ui: zone \"%V\" %s",
+                          refs[i].delay, &refs[i].file, refs[i].line,
+                          &zone->name, refusal);
             return NGX_ERROR;
         }
     }

@@ -39,7 +39,9 @@ enum ngx_http_throttle_status_e {
     NGX_HTTP_THROTTLE_REJECTED_DRY_RUN,
     NGX_HTTP_THROTTLE_ERROR_ALLOWED,
     NGX_HTTP_THROTTLE_ERROR_DENIED,
-    NGX_HTTP_THROTTLE_NSTATUS /* how many there are */
+    NGX_HTTP_THROTTLE_DELAYED,         /* passed after a wait (delay=) */
+    NGX_HTTP_THROTTLE_DELAYED_DRY_RUN, /* would have waited */
+    NGX_HTTP_THROTTLE_NSTATUS          /* how many there are */
 };
 
 /* When a "throttle" line decides (phase=): in the preaccess phase, as
@@ -160,11 +162,14 @@ typedef struct {
     ngx_shm_zone_t           *shm_zone;
     ngx_http_complex_value_t *cost; /* NULL: cost_value is constant */
     int64_t                   cost_value;
+    int64_t                   delay; /* delay=, or throttle::kNoDelay */
 } ngx_http_throttle_limit_t;
 
-/* Where a "throttle" line named a zone, to report one never defined. */
+/* Where a "throttle" line named a zone, to report one never defined, or
+ * one that cannot take the line's delay=. */
 typedef struct {
     ngx_shm_zone_t *shm_zone;
+    int64_t         delay;
     ngx_str_t       file;
     ngx_uint_t      line;
 } ngx_http_throttle_zone_ref_t;
@@ -193,6 +198,8 @@ typedef struct {
     ngx_http_throttle_zone_t *zone; /* NULL: empty key, not limited */
     throttle::ZoneKey         key;
     int64_t                   cost;
+    int64_t                   delay; /* the line's delay= */
+    int64_t                   wait;  /* us this zone holds the request */
     ngx_http_throttle_node_t *node;  /* existing node, or NULL */
     ngx_http_throttle_node_t *fresh; /* allocated, not yet inserted */
     uint32_t                  hash;
@@ -218,13 +225,16 @@ struct ngx_http_throttle_ctx_s {
     ngx_http_throttle_loc_conf_t *tlcf; /* of the location that decided */
     ngx_http_throttle_check_t    *checks;
     ngx_uint_t                    nchecks;
-    /* while Redis answers */
+    /* the longest of the zones' waits, ms (in a dry run, what it would
+     * have been) */
+    ngx_msec_t delay;
+    /* while Redis answers, or the request waits */
     ngx_uint_t pending;     /* replies awaited */
     ngx_int_t  rc;          /* for the resumed handler */
     unsigned   started : 1; /* the phase has decided, or is deciding */
     unsigned   strict : 1;  /* a strict zone takes part */
-    unsigned   waiting : 1; /* for Redis */
-    unsigned   resume : 1;  /* Redis has answered: return rc */
+    unsigned   waiting : 1; /* for Redis, or for the delay to pass */
+    unsigned   resume : 1;  /* done waiting: return rc */
 };
 
 /* The module's context of a main request: a decision per phase. */

@@ -2,7 +2,9 @@
  * $throttle_status, $throttle_limit, $throttle_remaining, $throttle_reset,
  * $throttle_retry_after: the decision about the main request, for logs and
  * for other modules. The numbers describe the binding zone (of the phase
- * whose answer counts, ngx_http_throttle_answer()).
+ * whose answer counts, ngx_http_throttle_answer()). $throttle_delay: how
+ * long the request was held back (delay=), in milliseconds, over both
+ * phases.
  */
 
 #include "ngx_http_throttle_module.h"
@@ -22,7 +24,9 @@ static ngx_str_t ngx_http_throttle_status_names[] = {
     ngx_string("REJECTED"),
     ngx_string("REJECTED_DRY_RUN"),
     ngx_string("ERROR_ALLOWED"),
-    ngx_string("ERROR_DENIED")};
+    ngx_string("ERROR_DENIED"),
+    ngx_string("DELAYED"),
+    ngx_string("DELAYED_DRY_RUN")};
 
 static void
 ngx_http_throttle_set_value(ngx_http_variable_value_t *v, u_char *data,
@@ -93,6 +97,40 @@ ngx_http_throttle_number_variable(ngx_http_request_t        *r,
     return NGX_OK;
 }
 
+static ngx_int_t
+ngx_http_throttle_delay_variable(ngx_http_request_t        *r,
+                                 ngx_http_variable_value_t *v,
+                                 uintptr_t                  data) noexcept
+{
+    u_char                          *p;
+    ngx_uint_t                       phase;
+    ngx_msec_t                       delay = 0;
+    ngx_http_throttle_request_ctx_t *rctx;
+    const ngx_http_throttle_ctx_t   *ctx = ngx_http_throttle_answer(r);
+
+    /* as the numbers: empty where no zone's answer counts */
+    if (ctx == NULL || ctx->zone == NULL) {
+        v->not_found = 1;
+        return NGX_OK;
+    }
+
+    /* each phase that decided held the request back in turn (a dry run:
+     * would have) */
+    rctx = ngx_http_throttle_get_ctx(r);
+
+    for (phase = 0; phase < NGX_HTTP_THROTTLE_NPHASES; phase++) {
+        delay += rctx->phases[phase].delay;
+    }
+
+    p = (u_char *) ngx_pnalloc(r->pool, NGX_INT64_LEN);
+    if (p == NULL) {
+        return NGX_ERROR;
+    }
+
+    ngx_http_throttle_set_value(v, p, ngx_sprintf(p, "%M", delay) - p);
+    return NGX_OK;
+}
+
 static ngx_http_variable_t ngx_http_throttle_vars[] = {
 
     {ngx_string("throttle_status"), NULL, ngx_http_throttle_status_variable, 0,
@@ -109,6 +147,9 @@ static ngx_http_variable_t ngx_http_throttle_vars[] = {
 
     {ngx_string("throttle_retry_after"), NULL,
      ngx_http_throttle_number_variable, NGX_HTTP_THROTTLE_VAR_RETRY_AFTER,
+     NGX_HTTP_VAR_NOCACHEABLE, 0},
+
+    {ngx_string("throttle_delay"), NULL, ngx_http_throttle_delay_variable, 0,
      NGX_HTTP_VAR_NOCACHEABLE, 0},
 
     ngx_http_null_variable};

@@ -439,12 +439,12 @@ duplicate "throttle" for zone "z" in the same block
 
 
 
-=== TEST 43: four parameters: zone=, cost= and phase= are all there is
+=== TEST 43: five parameters: zone=, cost=, phase= and delay= are all there is
 --- http_config
 throttle_zone $http_x_key zone=z:1m rate=1r/m;
 --- config
 location / {
-    throttle zone=z cost=1 phase=authorized cost=2;
+    throttle zone=z cost=1 phase=authorized delay=1 cost=2;
 }
 --- must_die
 invalid number of arguments in "throttle" directive
@@ -498,3 +498,103 @@ location = /metrics {
 }
 --- must_die
 "throttle_metrics" directive is duplicate
+
+
+
+=== TEST 49: delay= that is not a number
+--- http_config
+throttle_zone $http_x_key zone=z:1m rate=10r/s burst=5;
+--- config
+location / {
+    throttle zone=z delay=abc;
+}
+--- must_die
+invalid parameter "delay=abc" in "throttle": units ahead of a request that goes on at once, 0 to 1000000000
+~ nginx\.conf:\d+
+
+
+
+=== TEST 50: delay=-1
+--- http_config
+throttle_zone $http_x_key zone=z:1m rate=10r/s burst=5;
+--- config
+location / {
+    throttle zone=z delay=-1;
+}
+--- must_die
+invalid parameter "delay=-1" in "throttle": units ahead
+
+
+
+=== TEST 51: delay= above 1000000000
+--- http_config
+throttle_zone $http_x_key zone=z:1m rate=10r/s burst=5;
+--- config
+location / {
+    throttle zone=z delay=1000000001;
+}
+--- must_die
+invalid parameter "delay=1000000001" in "throttle": units ahead
+
+
+
+=== TEST 52: delay= with no value
+--- http_config
+throttle_zone $http_x_key zone=z:1m rate=10r/s burst=5;
+--- config
+location / {
+    throttle zone=z delay=;
+}
+--- must_die
+invalid parameter "delay=" in "throttle": units ahead
+
+
+
+=== TEST 53: delay= with a time instead of units
+--- http_config
+throttle_zone $http_x_key zone=z:1m rate=10r/s burst=5;
+--- config
+location / {
+    throttle zone=z delay=100ms;
+}
+--- must_die
+invalid parameter "delay=100ms" in "throttle": units ahead
+
+
+
+=== TEST 54: delay= on a fixed_window zone defined after the line
+--- config
+location / {
+    throttle zone=w delay=3;
+}
+--- http_config
+throttle_zone $http_x_key zone=w:1m rate=10r/s burst=5 algorithm=fixed_window;
+--- must_die
+~ invalid parameter "delay=3" in "throttle" directive in \S+nginx\.conf:\d+: zone "w" has "algorithm=fixed_window", which cannot space requests out: it admits a window's count at any time in the window, with no time at which a request would conform; "delay=" needs "algorithm=gcra"
+
+
+
+=== TEST 55: delay=0 on a sliding_window zone
+--- http_config
+throttle_zone $http_x_key zone=w:1m rate=10r/s algorithm=sliding_window;
+--- config
+location / {
+    throttle zone=w delay=0;
+}
+--- must_die
+invalid parameter "delay=0" in "throttle" directive
+zone "w" has "algorithm=sliding_window", which cannot space requests out
+"delay=" needs "algorithm=gcra"
+
+
+
+=== TEST 56: delay= on a sliding_log zone, inherited by a location
+--- http_config
+throttle_zone $http_x_key zone=w:1m rate=10r/s algorithm=sliding_log;
+--- config
+throttle zone=w delay=2;
+location / {
+}
+--- must_die
+invalid parameter "delay=2" in "throttle" directive
+zone "w" has "algorithm=sliding_log", which cannot space requests out

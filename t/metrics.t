@@ -1,7 +1,7 @@
 # throttle_metrics: a known sequence of requests, then /metrics read and
 # its samples checked, exactly where the sequence fixes them: requests and
 # units per zone and outcome (dry run, errors, two zones in a location,
-# both phases, nothing leaking into another zone), both workers' requests,
+# both phases, delay=, nothing leaking into another zone), both workers' requests,
 # a reload that keeps a zone, a full zone's evictions, a strict zone's
 # denial cache and errors, an async zone's syncs with a real Redis and
 # without one; GET and HEAD answered, other methods refused.
@@ -51,7 +51,7 @@ sub counts_are {
     my ($name, $samples, $zone, %want) = @_;
     my %results = (
         requests => [qw(passed rejected rejected_dry_run error_allowed
-                        error_denied)],
+                        error_denied delayed delayed_dry_run)],
         units    => [qw(passed rejected)],
     );
     for my $family (qw(requests units)) {
@@ -608,4 +608,55 @@ perl {
     is($m->{'nginx_throttle_zone_keys{zone="z"}'}
        + $m->{'nginx_throttle_zone_evictions_total{zone="z",state="live"}'},
        400, "$name: keys held + evicted = 400");
+}
+
+
+
+=== TEST 15: delay=: requests held back count as delayed, those let through at once as passed
+--- http_config
+throttle_zone $http_x_key zone=z:1m rate=10r/s burst=5;
+--- config
+location = /a.txt {
+    throttle zone=z delay=2;
+}
+location = /metrics {
+    throttle_metrics;
+}
+--- requests
+# 3 at once, 3 after 100, 200 and 300 ms, 2 rejected
+parallel 8 /a.txt => 200 x6, 429 x2
+  > X-Key: k
+perl {
+    main::counts_are($name, main::scrape(), 'z',
+                     requests => { passed => 3, delayed => 3, rejected => 2 },
+                     units    => { passed => 6, rejected => 2 });
+}
+
+
+
+=== TEST 16: dry run, two zones: a zone that would hold a request back counts it delayed_dry_run, even one the other zone would refuse
+--- http_config
+throttle_zone k zone=a:1m rate=1r/m burst=9;
+throttle_zone k zone=b:1m rate=1r/m burst=2;
+--- config
+location = /a.txt {
+    throttle zone=a delay=0;
+    throttle zone=b;
+    throttle_dry_run on;
+}
+location = /metrics {
+    throttle_metrics;
+}
+--- requests
+# a: the first goes at once, the others would wait a minute and more; b
+# would refuse the last 2, which then charge neither zone
+GET /a.txt x5 => 200
+perl {
+    my $m = main::scrape();
+    main::counts_are($name, $m, 'a',
+                     requests => { passed => 1, delayed_dry_run => 4 },
+                     units    => { passed => 3 });
+    main::counts_are($name, $m, 'b',
+                     requests => { passed => 3, rejected_dry_run => 2 },
+                     units    => { passed => 3, rejected => 2 });
 }

@@ -90,11 +90,16 @@ class Algorithm {
     bool wall_clock;
     // Whether it takes log_max=.
     bool takes_log_max;
+    // Whether a throttle line's delay= may hold the requests it admits
+    // back, to space them out: its answers must say when an admitted
+    // request would have conformed (delay_us()); else why_no_delay() says
+    // why not.
+    bool can_delay;
 
     constexpr Algorithm(std::string_view algorithm_name, bool on_wall_clock,
-                        bool log_max) noexcept
+                        bool log_max, bool delays) noexcept
         : name(algorithm_name), wall_clock(on_wall_clock),
-          takes_log_max(log_max)
+          takes_log_max(log_max), can_delay(delays)
     {
     }
 
@@ -151,6 +156,18 @@ class Algorithm {
     // grow before its retry time, which the default memory must allow for.
     virtual bool units_leave_gradually() const noexcept { return false; }
 
+    // --- delay= (algorithms that can_delay), in every mode
+
+    // How long a request it admitted (`admitted`: the zone's answer, or
+    // Redis's, for `cost` units) waits before it goes on, so that at most
+    // `delay` units are ahead of it when it does; never negative.
+    virtual int64_t delay_us(const Policy &, const ThrottleResult &, int64_t,
+                             int64_t) const noexcept
+    {
+        return 0;
+    }
+    virtual const char *why_no_delay() const noexcept { return nullptr; }
+
     // --- async zones: the zone decides, and syncs with Redis
 
     // How it syncs, or null if it cannot (then why_not_async() says why,
@@ -172,5 +189,8 @@ const Algorithm &default_algorithm() noexcept;
 // The names of the algorithms that take log_max=, as `"algorithm=a" or
 // "algorithm=b"`, for a message.
 const char *log_max_algorithms(Message &out) noexcept;
+
+// The names of the algorithms that can delay, the same way.
+const char *delay_algorithms(Message &out) noexcept;
 
 } // namespace throttle

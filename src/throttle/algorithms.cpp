@@ -52,6 +52,17 @@ list_names(char *out, size_t size, const char *before, const char *sep,
     return len;
 }
 
+// The algorithms that `pick` selects, as `"algorithm=a" or "algorithm=b"`,
+// into `out`.
+template <typename Pick>
+const char *
+algorithm_options(Message &out, Pick pick) noexcept
+{
+    char names[160];
+    list_names(names, sizeof(names), "algorithm=", " or ", " or ", pick);
+    return out.format("%s", names).text();
+}
+
 } // namespace
 
 Parsed<const Algorithm *>
@@ -78,10 +89,15 @@ default_algorithm() noexcept
 const char *
 log_max_algorithms(Message &out) noexcept
 {
-    char names[160];
-    list_names(names, sizeof(names), "algorithm=", " or ", " or ",
-               [](const Algorithm &a) { return a.takes_log_max; });
-    return out.format("%s", names).text();
+    return algorithm_options(
+        out, [](const Algorithm &a) { return a.takes_log_max; });
+}
+
+const char *
+delay_algorithms(Message &out) noexcept
+{
+    return algorithm_options(out,
+                             [](const Algorithm &a) { return a.can_delay; });
 }
 
 void

@@ -50,6 +50,21 @@ gcra_decide(const GcraParams &params, std::optional<int64_t> tat_us,
     return out;
 }
 
+int64_t
+gcra_delay_us(int64_t emission_interval_us, int64_t reset_after_us,
+              int64_t cost, int64_t delay) noexcept
+{
+    int64_t ahead_units = 0;
+    int64_t ahead_us = 0;
+    if (__builtin_add_overflow(delay, cost, &ahead_units)
+        || __builtin_mul_overflow(ahead_units, emission_interval_us, &ahead_us))
+    {
+        return 0;
+    }
+    // (compared first: a malformed reset_after cannot overflow)
+    return reset_after_us > ahead_us ? reset_after_us - ahead_us : 0;
+}
+
 GcraParams
 gcra_params(const Policy &policy) noexcept
 {
@@ -159,7 +174,7 @@ const GcraSync kGcraSync;
 
 class Gcra final : public Algorithm {
   public:
-    constexpr Gcra() noexcept : Algorithm("gcra", false, false) {}
+    constexpr Gcra() noexcept : Algorithm("gcra", false, false, true) {}
 
     bool configure(Policy &p, Message &why) const noexcept override
     {
@@ -242,6 +257,15 @@ class Gcra final : public Algorithm {
     }
 
     bool memory_is_state() const noexcept override { return true; }
+
+    // Redis's answer as well as the zone's: both say reset_after = new_tat
+    // - now for an admission.
+    int64_t delay_us(const Policy &policy, const ThrottleResult &admitted,
+                     int64_t cost, int64_t delay) const noexcept override
+    {
+        return gcra_delay_us(policy.emission_interval_us,
+                             admitted.reset_after_us, cost, delay);
+    }
 
     const Syncing *syncing() const noexcept override { return &kGcraSync; }
 };

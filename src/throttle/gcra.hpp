@@ -40,6 +40,16 @@ struct GcraOutcome {
 GcraOutcome gcra_decide(const GcraParams &params, std::optional<int64_t> tat_us,
                         int64_t now_us, int64_t cost) noexcept;
 
+// delay=: how long a request that GCRA admitted for `cost` units waits so
+// that at most `delay` units are ahead of it in the funnel when it goes on.
+// Its reset_after is new_tat - now, so the wait is
+//   max(0, reset_after - (delay + cost) * T):
+// with cost 1, limit_req's delay= (the first delay + 1 of a burst at once,
+// the others T apart). 0 where (delay + cost) * T overflows: no TAT is that
+// far ahead.
+int64_t gcra_delay_us(int64_t emission_interval_us, int64_t reset_after_us,
+                      int64_t cost, int64_t delay) noexcept;
+
 // Async mode: a key's TAT in this node's clock after a sync. Redis said the
 // TAT was "global_ttl_us" ahead of its clock when it ran the batch sent at
 // "sent_at_us"; the node has charged "pending_units" more since.

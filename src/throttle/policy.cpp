@@ -44,6 +44,23 @@ make_policy(const ZoneParams &params, Message &why) noexcept
 }
 
 const char *
+delay_refusal(const Policy &policy, Message &why) noexcept
+{
+    const Algorithm &algorithm = *policy.algorithm;
+    if (algorithm.can_delay) {
+        return nullptr;
+    }
+
+    Message names;
+    return why
+        .format("has \"algorithm=%.*s\", which cannot space requests out: %s; "
+                "\"delay=\" needs %s",
+                static_cast<int>(algorithm.name.size()), algorithm.name.data(),
+                algorithm.why_no_delay(), delay_algorithms(names))
+        .text();
+}
+
+const char *
 reload_refusal(const Policy &was, const Policy &now, Message &why) noexcept
 {
     // by name: a reload may load the module anew, at another address
@@ -121,6 +138,13 @@ Policy::commit(const Decision &decision, int64_t now, int64_t cost,
         key.pending = algorithm->syncing()->charge(*this, key.pending, cost,
                                                    now, key.state);
     }
+}
+
+int64_t
+Policy::delay_us(const ThrottleResult &result, int64_t cost,
+                 int64_t delay) const noexcept
+{
+    return result.limited ? 0 : algorithm->delay_us(*this, result, cost, delay);
 }
 
 ScriptCall

@@ -48,6 +48,13 @@ constexpr int64_t kMaxBurst = 1'000'000'000;
 // The largest cost= accepted.
 constexpr int64_t kMaxCost = 1'000'000'000;
 
+// A throttle line without delay=: no request waits (limit_req's nodelay).
+constexpr int64_t kNoDelay = INT64_MAX;
+
+// The largest delay= accepted, as for burst=: a delay of burst or more
+// never holds a request back.
+constexpr int64_t kMaxDelay = kMaxBurst;
+
 // A script call for one key: the script, and its ARGV after the key.
 struct ScriptCall {
     const Script *script;
@@ -91,6 +98,14 @@ struct Policy {
     void commit(const Decision &decision, int64_t now_us, int64_t cost,
                 StoredKey &key, int64_t *log) const noexcept;
 
+    // delay=: how long a request this zone admitted (`result`: its answer,
+    // or Redis's, for `cost` units) waits before it goes on, when its line
+    // lets `delay` units be ahead of a request that goes at once (kNoDelay:
+    // none waits). 0 for a rejected request, and for an algorithm that
+    // cannot delay.
+    int64_t delay_us(const ThrottleResult &result, int64_t cost,
+                     int64_t delay) const noexcept;
+
     // --- strict zones
 
     ScriptCall decision_call(int64_t cost) const noexcept;
@@ -130,6 +145,10 @@ struct Policy {
 // The configuration rules: a policy, or why the parameters cannot make
 // one (the text is in `why`, after the zone's name in the message).
 Parsed<Policy> make_policy(const ZoneParams &params, Message &why) noexcept;
+
+// Why a throttle line of this zone cannot have delay= (the text is in
+// `why`, after the zone's name in the message), or null if it can.
+const char *delay_refusal(const Policy &policy, Message &why) noexcept;
 
 // The reload rules: why a zone that kept its name and size cannot keep its
 // keys under its new policy (the text is in `why`), or null if it can.

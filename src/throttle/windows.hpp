@@ -32,8 +32,8 @@ class WindowAlgorithm : public Algorithm {
     constexpr WindowAlgorithm(std::string_view algorithm_name, bool log_max,
                               int64_t max_limit, StrictScripts scripts,
                               const Syncing *sync) noexcept
-        : Algorithm(algorithm_name, true, log_max), max_limit_(max_limit),
-          scripts_(scripts), sync_(sync)
+        : Algorithm(algorithm_name, true, log_max, false),
+          max_limit_(max_limit), scripts_(scripts), sync_(sync)
     {
     }
 
@@ -42,6 +42,11 @@ class WindowAlgorithm : public Algorithm {
     ScriptArgs     decision_args(const Policy &policy,
                                  int64_t       cost) const noexcept override;
     const Syncing *syncing() const noexcept override { return sync_; }
+    const char    *why_no_delay() const noexcept override
+    {
+        return "it admits a window's count at any time in the window, with "
+               "no time at which a request would conform";
+    }
 
   protected:
     ~WindowAlgorithm() = default;

@@ -205,6 +205,26 @@ TEST_F(ScriptsInRedis, GcraTimelines)
     timelines("gcra", 1);
 }
 
+TEST_F(ScriptsInRedis, GcraAnswersGiveDelaysToTheMicrosecond)
+{
+    // delay= in a strict zone waits what Redis's reset_after says: 7r/s
+    // (T = 142857 us) burst=5 delay=2, a burst at one microsecond
+    const Policy  p = make_test_policy("gcra", 7, kSecond, 5);
+    const int64_t t = p.emission_interval_us;
+    const int64_t now = realtime_now_us() + 3;
+    for (int64_t k = 0; k < 6; k++) {
+        const ThrottleResult answer =
+            result(decide_in_redis(p, "t:delay", now, 1));
+        ASSERT_FALSE(answer.limited) << "request " << k;
+        EXPECT_EQ(p.delay_us(answer, 1, 2), std::max<int64_t>(0, (k - 2) * t))
+            << "request " << k;
+    }
+    // 12345 us later, a request of cost 0 has the 6 units ahead of it
+    const ThrottleResult later =
+        result(decide_in_redis(p, "t:delay", now + 12345, 0));
+    EXPECT_EQ(p.delay_us(later, 0, 2), 4 * t - 12345);
+}
+
 TEST_F(ScriptsInRedis, FixedWindowTimelines)
 {
     timelines("fixed_window", 2);
