@@ -29,7 +29,7 @@ JOBS        ?= $(shell nproc)
 
 # What each target needs from Debian.
 BUILD_DEPS  := build-essential cmake nginx nginx-dev libssl-dev libpcre2-dev \
-               zlib1g-dev libhiredis-dev
+               zlib1g-dev libhiredis-dev rapidjson-dev
 TEST_DEPS   := $(BUILD_DEPS) googletest libgtest-dev perl libtest-base-perl \
                curl redis-server redis-tools openssl prometheus
 DEMO_DEPS   := $(BUILD_DEPS) curl

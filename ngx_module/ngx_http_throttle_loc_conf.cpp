@@ -142,9 +142,11 @@ ngx_http_throttle_line_unique(ngx_conf_t                   *cf,
     return NGX_CONF_OK;
 }
 
-/* Remembers where the zone was named, to report one never defined. */
-static char *
-ngx_http_throttle_line_ref(ngx_conf_t *cf, ngx_shm_zone_t *shm_zone) noexcept
+/* Remembers where "directive" named the zone, to report one never
+ * defined. */
+char *
+ngx_http_throttle_zone_ref(ngx_conf_t *cf, ngx_shm_zone_t *shm_zone,
+                           const char *directive) noexcept
 {
     ngx_http_throttle_zone_ref_t  *ref;
     ngx_http_throttle_main_conf_t *tmcf;
@@ -158,6 +160,7 @@ ngx_http_throttle_line_ref(ngx_conf_t *cf, ngx_shm_zone_t *shm_zone) noexcept
     }
 
     ref->shm_zone = shm_zone;
+    ref->directive = directive;
     ref->file = cf->conf_file->file.name;
     ref->line = cf->conf_file->line;
 
@@ -232,7 +235,7 @@ ngx_http_throttle_directive(ngx_conf_t *cf, ngx_command_t *cmd,
 
     ngx_http_throttle_line_sort(*lines);
 
-    return ngx_http_throttle_line_ref(cf, shm_zone);
+    return ngx_http_throttle_zone_ref(cf, shm_zone, "throttle");
 }
 
 /* ngx_conf_set_enum_slot, with a message that names the directive and the

@@ -1,0 +1,234 @@
+/*
+ * throttle_api: a call's checks, as the caller gave them, checked against
+ * the endpoint's zones= and the limits of a call whether they came in a
+ * query string (read here) or in JSON (ngx_http_throttle_api_json.cpp).
+ * Nothing is charged before every check of a call has been read and found
+ * good.
+ */
+
+#include "ngx_http_throttle_api.h"
+
+#include "throttle/parse.hpp"
+
+ngx_int_t
+ngx_http_throttle_api_refuse(ngx_http_throttle_api_call_t *call,
+                             const char                   *fmt, ...) noexcept
+{
+    u_char *p;
+    va_list args;
+
+    static const size_t size = 256;
+
+    p = (u_char *) ngx_pnalloc(call->request->pool, size);
+    if (p == NULL) {
+        return NGX_ERROR;
+    }
+
+    va_start(args, fmt);
+    call->error.data = p;
+    call->error.len = ngx_vslprintf(p, p + size, fmt, args) - p;
+    va_end(args);
+
+    return NGX_DECLINED;
+}
+
+/* The zone of zones= with that name, or NULL. */
+static ngx_http_throttle_zone_t *
+ngx_http_throttle_api_zone(ngx_http_throttle_loc_conf_t *tlcf,
+                           const ngx_str_t              *name) noexcept
+{
+    ngx_uint_t       i;
+    ngx_shm_zone_t **zones = (ngx_shm_zone_t **) tlcf->api_zones->elts;
+
+    for (i = 0; i < tlcf->api_zones->nelts; i++) {
+        if (ngx_http_throttle_str_eq(zones[i]->shm.name, *name)) {
+            return (ngx_http_throttle_zone_t *) zones[i]->data;
+        }
+    }
+
+    return NULL;
+}
+
+/* A check as the caller gave it; a NULL zone or key was not given. */
+ngx_int_t
+ngx_http_throttle_api_add(ngx_http_throttle_api_call_t *call,
+                          const ngx_str_t *zone_name, const ngx_str_t *key,
+                          int64_t cost) noexcept
+{
+    ngx_uint_t                 i;
+    ngx_http_throttle_zone_t  *zone;
+    ngx_http_throttle_given_t *check;
+
+    if (zone_name == NULL) {
+        return ngx_http_throttle_api_refuse(call, "missing \"zone\"");
+    }
+
+    zone = ngx_http_throttle_api_zone(call->tlcf, zone_name);
+
+    if (zone == NULL) {
+        return ngx_http_throttle_api_refuse(
+            call, "unknown zone \"%*s\": not one of this endpoint's zones=",
+            ngx_min(zone_name->len, NGX_HTTP_THROTTLE_API_QUOTE),
+            zone_name->data);
+    }
+
+    for (i = 0; i < call->nchecks; i++) {
+        if (call->checks[i].zone == zone) {
+            return ngx_http_throttle_api_refuse(
+                call, "zone \"%V\" is asked twice", &zone->name);
+        }
+    }
+
+    if (key == NULL) {
+        return ngx_http_throttle_api_refuse(call, "missing \"key\"");
+    }
+
+    if (key->len == 0) {
+        return ngx_http_throttle_api_refuse(call, "\"key\" is empty");
+    }
+
+    if (key->len > NGX_HTTP_THROTTLE_API_MAX_KEY) {
+        return ngx_http_throttle_api_refuse(call,
+                                            "\"key\" is longer than %d bytes",
+                                            NGX_HTTP_THROTTLE_API_MAX_KEY);
+    }
+
+    check = &call->checks[call->nchecks++];
+    check->zone = zone;
+    check->key = *key;
+    check->cost = cost;
+
+    return NGX_OK;
+}
+
+/* A query string's value, URL-decoded as forms encode it ('+' is a
+ * space); NGX_DECLINED for a '%' not followed by two hex digits. */
+static ngx_int_t
+ngx_http_throttle_api_unescape(ngx_pool_t *pool, const ngx_str_t *raw,
+                               ngx_str_t *value) noexcept
+{
+    u_char   *s, *d, *end = raw->data + raw->len;
+    ngx_int_t byte;
+
+    d = (u_char *) ngx_pnalloc(pool, raw->len + 1);
+    if (d == NULL) {
+        return NGX_ERROR;
+    }
+
+    value->data = d;
+
+    for (s = raw->data; s < end; s++) {
+        if (*s == '+') {
+            *d++ = ' ';
+
+        } else if (*s != '%') {
+            *d++ = *s;
+
+        } else {
+            byte = end - s >= 3 ? ngx_hextoi(s + 1, 2) : NGX_ERROR;
+            if (byte == NGX_ERROR) {
+                return NGX_DECLINED;
+            }
+
+            *d++ = (u_char) byte;
+            s += 2;
+        }
+    }
+
+    value->len = d - value->data;
+    return NGX_OK;
+}
+
+/* The parameters of a GET, by name: each at most once. */
+static const ngx_str_t ngx_http_throttle_api_arg_names[] = {
+    ngx_string("zone"), ngx_string("key"), ngx_string("cost")};
+
+#define NGX_HTTP_THROTTLE_API_ARGS                                             \
+    (sizeof(ngx_http_throttle_api_arg_names) / sizeof(ngx_str_t))
+
+/* One "name=value" of the query string into values[] by its name. */
+static ngx_int_t
+ngx_http_throttle_api_arg(ngx_http_throttle_api_call_t *call, u_char *start,
+                          u_char *end, ngx_str_t *values) noexcept
+{
+    u_char    *eq = ngx_strlchr(start, end, '=');
+    ngx_int_t  rc;
+    ngx_str_t  name, raw;
+    ngx_uint_t i;
+
+    name.data = start;
+    name.len = (eq ? eq : end) - start;
+    raw.data = eq ? eq + 1 : end;
+    raw.len = end - raw.data;
+
+    for (i = 0; i < NGX_HTTP_THROTTLE_API_ARGS; i++) {
+        if (ngx_http_throttle_str_eq(name, ngx_http_throttle_api_arg_names[i]))
+        {
+            break;
+        }
+    }
+
+    if (i == NGX_HTTP_THROTTLE_API_ARGS) {
+        return ngx_http_throttle_api_refuse(
+            call, "unknown parameter \"%*s\"",
+            ngx_min(name.len, NGX_HTTP_THROTTLE_API_QUOTE), name.data);
+    }
+
+    if (values[i].data) {
+        return ngx_http_throttle_api_refuse(
+            call, "parameter \"%V\" is repeated", &name);
+    }
+
+    rc = ngx_http_throttle_api_unescape(call->request->pool, &raw, &values[i]);
+
+    if (rc == NGX_DECLINED) {
+        return ngx_http_throttle_api_refuse(
+            call, "parameter \"%V\" has a '%%' not followed by two hex digits",
+            &name);
+    }
+
+    return rc;
+}
+
+/* A GET's (or HEAD's) one check: zone=, key= and cost= (default 1). */
+ngx_int_t
+ngx_http_throttle_api_read_args(ngx_http_throttle_api_call_t *call) noexcept
+{
+    u_char    *p, *end, *amp;
+    ngx_int_t  rc;
+    ngx_str_t  values[NGX_HTTP_THROTTLE_API_ARGS], *cost = &values[2];
+    ngx_str_t *args = &call->request->args;
+
+    ngx_memzero(values, sizeof(values));
+
+    p = args->data;
+    end = args->data + args->len;
+
+    for (/* void */; p < end; p = amp + 1) {
+        amp = ngx_strlchr(p, end, '&');
+        if (amp == NULL) {
+            amp = end;
+        }
+
+        if (amp > p) {
+            rc = ngx_http_throttle_api_arg(call, p, amp, values);
+            if (rc != NGX_OK) {
+                return rc;
+            }
+        }
+    }
+
+    auto parsed = throttle::parse_count(
+        cost->data ? ngx_http_throttle_sv(*cost) : "1", throttle::kMaxCost);
+
+    if (!parsed) {
+        return ngx_http_throttle_api_refuse(
+            call, "cost \"%*s\" is not an integer from 0 to %L",
+            ngx_min(cost->len, NGX_HTTP_THROTTLE_API_QUOTE), cost->data,
+            throttle::kMaxCost);
+    }
+
+    return ngx_http_throttle_api_add(call, values[0].data ? &values[0] : NULL,
+                                     values[1].data ? &values[1] : NULL,
+                                     *parsed.value);
+}
