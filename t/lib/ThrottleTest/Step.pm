@@ -21,7 +21,9 @@ warnings, Test::More and Time::HiRes's C<time> and C<sleep>. It sees:
     request('GET /a.txt', 'X-Key' => 'alice')
                      one request on its own connection; returns { status,
                      headers => { lc name => [values] }, body, elapsed,
-                     error }; header($res, 'Name') gives the first value
+                     error }; header($res, 'Name') gives the first value.
+                     A reference to a string after the headers is the
+                     body: request('POST /u', 'Content-Type' => 'a/b', \$text)
     parallel_requests(N, 'GET /a.txt', 'X-Key' => 'alice')
                      N connections, N requests written at once, then N
                      responses read; a list of responses, {elapsed} counted
