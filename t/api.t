@@ -1,9 +1,11 @@
 # throttle_api with local zones: GET and POST, several checks at once (all
 # or nothing), peeks, the RateLimit fields, one budget shared with HTTP
-# requests of the same key, every bad input (400, nothing charged), other
-# methods (405), HEAD, escaping of any key into valid JSON, the checks in
+# requests of the same key (and random calls of both kinds decided as one
+# funnel), every bad input (400, nothing charged), other methods (405),
+# HEAD, escaping of any key into valid JSON, the checks in
 # throttle_metrics, the location's settings, and README's Python example
-# run against nginx.
+# run against nginx. t/redis_api.t does the same in strict and async
+# mode.
 #
 # Rates are slow (1r/m, 1r/d) so that the milliseconds a block takes never
 # change an expected count; times are checked within 10 s.
@@ -18,79 +20,11 @@ use JSON::PP ();
 use Test::More;
 
 use Processes qw(read_file);
+use ThrottleApi qw(json_of api_get api_post answer_is error_is one_funnel);
 use ThrottleTest;
 
 # ---------------------------------------------------------------------------
 # Helpers (perl steps call them as main::name)
-
-# The body of a response as JSON, after checking that it is JSON: UTF-8
-# that JSON::PP decodes; undef (a failed test) when it is not.
-sub json_of {
-    my ($name, $res) = @_;
-    my $body = $res->{body} // '';
-    my $json = eval { JSON::PP->new->utf8->decode($body) };
-    ok(defined $json, "$name: the body is valid JSON")
-        or diag("$@\nbody: $body");
-    return $json;
-}
-
-# GET /throttle?QUERY; the response, and its JSON.
-sub api_get {
-    my ($name, $query, @headers) = @_;
-    my $res = ThrottleTest::Step::request("GET /throttle?$query", @headers);
-    return ($res, json_of($name, $res));
-}
-
-# POST /throttle with a JSON body (a string, or a structure to encode).
-sub api_post {
-    my ($name, $body, @headers) = @_;
-    $body = JSON::PP->new->utf8->canonical->encode($body) if ref $body;
-    my $res = ThrottleTest::Step::request(
-        'POST /throttle', 'Content-Type' => 'application/json', @headers,
-        \$body);
-    return ($res, json_of($name, $res));
-}
-
-my @FIELDS = qw(delay_ms key limit remaining reset_after_ms retry_after_ms
-                status zone);
-
-# Checks an answer: its HTTP status, "allowed", and each check's fields
-# (those given); a time in ms may be up to 10 s less than the one given
-# (-1 and null are exact).
-sub answer_is {
-    my ($name, $res, $json, $status, $allowed, @checks) = @_;
-    is($res->{status}, $status, "$name: status $status");
-    is(ThrottleTest::Step::header($res, 'Content-Type'), 'application/json',
-       "$name: Content-Type");
-    return unless $json;
-    is(join(',', sort keys %$json), 'allowed,checks', "$name: its fields");
-    ok(JSON::PP::is_bool($json->{allowed}), "$name: allowed is a boolean");
-    is($json->{allowed} ? 1 : 0, $allowed, "$name: allowed is $allowed");
-    is(scalar @{ $json->{checks} }, scalar @checks, "$name: its checks");
-    for my $i (0 .. $#checks) {
-        my ($got, $want) = ($json->{checks}[$i] // {}, $checks[$i]);
-        is(join(' ', sort keys %$got), "@FIELDS", "$name: check $i: its fields");
-        for my $f (sort keys %$want) {
-            my $label = "$name: check $i: $f";
-            if ($f =~ /_ms$/ && defined $want->{$f} && $want->{$f} > 0) {
-                ok(defined $got->{$f} && $got->{$f} <= $want->{$f}
-                   && $got->{$f} > $want->{$f} - 10_000,
-                   "$label within 10 s under $want->{$f}")
-                    or diag("got " . ($got->{$f} // 'null'));
-            } else {
-                is($got->{$f}, $want->{$f}, $label);
-            }
-        }
-    }
-}
-
-# An error answer: the status, and the body exactly {"error":MESSAGE}.
-sub error_is {
-    my ($name, $res, $status, $message) = @_;
-    is($res->{status}, $status, "$name: status $status");
-    my $json = json_of($name, $res) or return;
-    is_deeply($json, { error => $message }, "$name: {\"error\":\"$message\"}");
-}
 
 # README.md's Python example, as it is there.
 sub readme_python {
@@ -282,7 +216,23 @@ perl {
 
 
 
-=== TEST 5: every bad input is refused with 400 and {"error":...}, and charges nothing
+=== TEST 5: random HTTP requests and API calls of one key are decided as one funnel
+--- http_config
+throttle_zone $http_x_user_id zone=reply:1m rate=1r/h burst=39;
+throttle_zone $http_x_user_id zone=wide:1m rate=1r/h burst=1000;
+--- config
+location / {
+    throttle zone=reply cost=$http_x_cost;
+}
+location = /throttle {
+    throttle_api zones=reply,wide;
+}
+--- requests
+perl: main::one_funnel($name, 'alice', 40, 80);
+
+
+
+=== TEST 6: every bad input is refused with 400 and {"error":...}, and charges nothing
 --- http_config
 throttle_zone $http_x_user_id zone=reply:1m rate=1r/m burst=2;
 throttle_zone $http_x_user_id zone=day:1m rate=1r/d burst=1;
@@ -473,7 +423,7 @@ perl {
 
 
 
-=== TEST 6: other methods get 405 with Allow and a JSON error, their body discarded; a POST body in a temporary file is read
+=== TEST 7: other methods get 405 with Allow and a JSON error, their body discarded; a POST body in a temporary file is read
 --- http_config
 throttle_zone $http_x_user_id zone=reply:1m rate=1r/m burst=2;
 --- config
@@ -518,7 +468,7 @@ a client request body is buffered to a temporary file
 
 
 
-=== TEST 7: any key comes back as valid JSON: quotes, backslashes, control bytes escaped, invalid UTF-8 bytes as U+FFFD
+=== TEST 8: any key comes back as valid JSON: quotes, backslashes, control bytes escaped, invalid UTF-8 bytes as U+FFFD
 --- http_config
 throttle_zone $http_x_user_id zone=reply:1m rate=1r/m burst=2;
 --- config
@@ -563,7 +513,7 @@ perl {
 
 
 
-=== TEST 8: nginx_throttle_requests_total and units_total count API checks as requests, with HTTP requests of the zone
+=== TEST 9: nginx_throttle_requests_total and units_total count API checks as requests, with HTTP requests of the zone
 --- http_config
 throttle_zone $http_x_user_id zone=reply:1m rate=1r/m burst=2;
 throttle_zone $http_x_user_id zone=day:1m rate=1r/d;
@@ -608,7 +558,7 @@ perl {
 
 
 
-=== TEST 9: the location's settings: throttle_status, throttle_headers, throttle_dry_run, throttle_log_level
+=== TEST 10: the location's settings: throttle_status, throttle_headers, throttle_dry_run, throttle_log_level
 --- http_config
 throttle_zone $http_x_user_id zone=reply:1m rate=1r/m;
 --- config
@@ -641,7 +591,7 @@ GET /dry?zone=reply&key=alice => 200
 
 
 
-=== TEST 10: zones= names zones declared anywhere in http{}, before or after the location
+=== TEST 11: zones= names zones declared anywhere in http{}, before or after the location
 --- http_config
 throttle_zone $http_x_user_id zone=earlier:1m rate=1r/m burst=1;
 # the first server named localhost on the port: the block's own one is
@@ -663,7 +613,7 @@ GET /throttle?zone=earlier&key=alice => 200
 
 
 
-=== TEST 11: README's Python is_action_allowed(), run against nginx: 5 actions a minute, shared with the user's requests
+=== TEST 12: README's Python is_action_allowed(), run against nginx: 5 actions a minute, shared with the user's requests
 --- http_config
 throttle_zone $http_x_user_id zone=reply:1m rate=5r/m algorithm=sliding_log;
 --- config
