@@ -4,7 +4,8 @@
 # funnel), every bad input (400, nothing charged), other methods (405),
 # HEAD, escaping of any key into valid JSON, the checks in
 # throttle_metrics, the location's settings, and README's Python example
-# run against nginx. t/redis_api.t does the same in strict and async
+# run against nginx, a location that also limits its callers, and
+# subrequests (403). t/redis_api.t does the same in strict and async
 # mode.
 #
 # Rates are slow (1r/m, 1r/d) so that the milliseconds a block takes never
@@ -651,3 +652,44 @@ EOF
            "$name: 'alice smith' has 4 left");
     }
 }
+
+
+
+=== TEST 13: a throttle_api location's own throttle lines limit its callers first
+--- http_config
+throttle_zone $remote_addr zone=callers:1m rate=1r/m burst=1;
+throttle_zone $http_x_user_id zone=reply:1m rate=1r/m burst=4;
+--- config
+location = /throttle {
+    throttle zone=callers;
+    throttle_api zones=reply;
+}
+--- requests
+GET /throttle?zone=reply&key=alice => 200
+  RateLimit: "reply";r=4;t=60
+GET /throttle?zone=reply&key=alice => 200
+  RateLimit: "reply";r=3;t={120-}
+GET /throttle?zone=reply&key=alice => 429
+  Content-Type: text/html
+  RateLimit: "callers";r=0;t={120-}
+
+
+
+=== TEST 14: a subrequest is not answered: 403
+--- user_files
+>>> ssi.html
+[<!--# include virtual="/throttle?zone=reply&key=alice" -->]
+--- http_config
+throttle_zone $http_x_user_id zone=reply:1m rate=1r/m;
+--- config
+location = /ssi.html {
+    ssi on;
+}
+location = /throttle {
+    throttle_api zones=reply;
+}
+--- requests
+GET /ssi.html => 200
+  body ~ ^\[<html>\s*<head><title>403 Forbidden
+GET /throttle?zone=reply&key=alice => 200
+  body ~ "remaining":0,
