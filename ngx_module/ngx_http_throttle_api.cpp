@@ -177,7 +177,7 @@ ngx_http_throttle_api_send(ngx_http_request_t *r, ngx_uint_t status,
     return ngx_http_throttle_send(r, status, b);
 }
 
-/* {"error":"..."} with "status" (400 unless said otherwise). */
+/* {"error":"..."} with "status". */
 static ngx_int_t
 ngx_http_throttle_api_send_error(ngx_http_request_t *r, ngx_uint_t status,
                                  const ngx_str_t *error) noexcept

@@ -18,6 +18,15 @@
 /* The most bytes of a caller's value an error message quotes. */
 #define NGX_HTTP_THROTTLE_API_QUOTE 64
 
+/* The fields of a check, in a GET's query string or a JSON object
+ * (ngx_http_throttle_api_field() finds one by its name). */
+enum {
+    NGX_HTTP_THROTTLE_API_ZONE,
+    NGX_HTTP_THROTTLE_API_KEY,
+    NGX_HTTP_THROTTLE_API_COST,
+    NGX_HTTP_THROTTLE_API_NFIELDS /* none of them */
+};
+
 /* A call: the checks it asks for, in the caller's order, or why it is
  * refused. */
 typedef struct {
@@ -37,11 +46,12 @@ typedef struct {
 /* ngx_http_throttle_api_call.cpp */
 ngx_int_t
 ngx_http_throttle_api_read_args(ngx_http_throttle_api_call_t *call) noexcept;
-ngx_int_t ngx_http_throttle_api_refuse(ngx_http_throttle_api_call_t *call,
-                                       const char *fmt, ...) noexcept;
-ngx_int_t ngx_http_throttle_api_add(ngx_http_throttle_api_call_t *call,
-                                    const ngx_str_t *zone, const ngx_str_t *key,
-                                    int64_t cost) noexcept;
+ngx_uint_t ngx_http_throttle_api_field(const ngx_str_t *name) noexcept;
+ngx_int_t  ngx_http_throttle_api_refuse(ngx_http_throttle_api_call_t *call,
+                                        const char *fmt, ...) noexcept;
+ngx_int_t  ngx_http_throttle_api_add(ngx_http_throttle_api_call_t *call,
+                                     const ngx_str_t *zone, const ngx_str_t *key,
+                                     int64_t cost) noexcept;
 
 /* ngx_http_throttle_api_json.cpp */
 ngx_int_t ngx_http_throttle_api_read_json(ngx_http_throttle_api_call_t *call,

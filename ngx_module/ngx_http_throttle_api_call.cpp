@@ -10,6 +10,24 @@
 
 #include "throttle/parse.hpp"
 
+/* The names of a check's fields, as NGX_HTTP_THROTTLE_API_ZONE... */
+static const ngx_str_t ngx_http_throttle_api_fields[] = {
+    ngx_string("zone"), ngx_string("key"), ngx_string("cost")};
+
+ngx_uint_t
+ngx_http_throttle_api_field(const ngx_str_t *name) noexcept
+{
+    ngx_uint_t i;
+
+    for (i = 0; i < NGX_HTTP_THROTTLE_API_NFIELDS; i++) {
+        if (ngx_http_throttle_str_eq(*name, ngx_http_throttle_api_fields[i])) {
+            break;
+        }
+    }
+
+    return i;
+}
+
 ngx_int_t
 ngx_http_throttle_api_refuse(ngx_http_throttle_api_call_t *call,
                              const char                   *fmt, ...) noexcept
@@ -49,7 +67,8 @@ ngx_http_throttle_api_zone(ngx_http_throttle_loc_conf_t *tlcf,
     return NULL;
 }
 
-/* A check as the caller gave it; a NULL zone or key was not given. */
+/* A check as the caller gave it; a NULL zone or key was not given. The
+ * readers give at most NGX_HTTP_THROTTLE_API_MAX_CHECKS. */
 ngx_int_t
 ngx_http_throttle_api_add(ngx_http_throttle_api_call_t *call,
                           const ngx_str_t *zone_name, const ngx_str_t *key,
@@ -139,13 +158,6 @@ ngx_http_throttle_api_unescape(ngx_pool_t *pool, const ngx_str_t *raw,
     return NGX_OK;
 }
 
-/* The parameters of a GET, by name: each at most once. */
-static const ngx_str_t ngx_http_throttle_api_arg_names[] = {
-    ngx_string("zone"), ngx_string("key"), ngx_string("cost")};
-
-#define NGX_HTTP_THROTTLE_API_ARGS                                             \
-    (sizeof(ngx_http_throttle_api_arg_names) / sizeof(ngx_str_t))
-
 /* One "name=value" of the query string into values[] by its name. */
 static ngx_int_t
 ngx_http_throttle_api_arg(ngx_http_throttle_api_call_t *call, u_char *start,
@@ -161,14 +173,9 @@ ngx_http_throttle_api_arg(ngx_http_throttle_api_call_t *call, u_char *start,
     raw.data = eq ? eq + 1 : end;
     raw.len = end - raw.data;
 
-    for (i = 0; i < NGX_HTTP_THROTTLE_API_ARGS; i++) {
-        if (ngx_http_throttle_str_eq(name, ngx_http_throttle_api_arg_names[i]))
-        {
-            break;
-        }
-    }
+    i = ngx_http_throttle_api_field(&name);
 
-    if (i == NGX_HTTP_THROTTLE_API_ARGS) {
+    if (i == NGX_HTTP_THROTTLE_API_NFIELDS) {
         return ngx_http_throttle_api_refuse(
             call, "unknown parameter \"%*s\"",
             ngx_min(name.len, NGX_HTTP_THROTTLE_API_QUOTE), name.data);
@@ -196,7 +203,10 @@ ngx_http_throttle_api_read_args(ngx_http_throttle_api_call_t *call) noexcept
 {
     u_char    *p, *end, *amp;
     ngx_int_t  rc;
-    ngx_str_t  values[NGX_HTTP_THROTTLE_API_ARGS], *cost = &values[2];
+    ngx_str_t  values[NGX_HTTP_THROTTLE_API_NFIELDS];
+    ngx_str_t *zone = &values[NGX_HTTP_THROTTLE_API_ZONE];
+    ngx_str_t *key = &values[NGX_HTTP_THROTTLE_API_KEY];
+    ngx_str_t *cost = &values[NGX_HTTP_THROTTLE_API_COST];
     ngx_str_t *args = &call->request->args;
 
     ngx_memzero(values, sizeof(values));
@@ -228,7 +238,6 @@ ngx_http_throttle_api_read_args(ngx_http_throttle_api_call_t *call) noexcept
             throttle::kMaxCost);
     }
 
-    return ngx_http_throttle_api_add(call, values[0].data ? &values[0] : NULL,
-                                     values[1].data ? &values[1] : NULL,
-                                     *parsed.value);
+    return ngx_http_throttle_api_add(call, zone->data ? zone : NULL,
+                                     key->data ? key : NULL, *parsed.value);
 }

@@ -125,37 +125,31 @@ ngx_http_throttle_api_write_string(ngx_http_throttle_api_writer_t &w,
     return w.String((const char *) copy, (rapidjson::SizeType)(d - copy), true);
 }
 
-/* The fields of a check, by name: each at most once. */
-static const char *ngx_http_throttle_api_fields[] = {"zone", "key", "cost"};
-
-#define NGX_HTTP_THROTTLE_API_FIELDS                                           \
-    (sizeof(ngx_http_throttle_api_fields) / sizeof(const char *))
-
+/* A member of a check's object into fields[], by its name: each at most
+ * once. */
 static ngx_int_t
-ngx_http_throttle_api_field(ngx_http_throttle_api_call_t *call,
-                            const rapidjson::Value       &name,
-                            const rapidjson::Value       &value,
-                            const rapidjson::Value      **fields) noexcept
+ngx_http_throttle_api_member(ngx_http_throttle_api_call_t *call,
+                             const rapidjson::Value       &name,
+                             const rapidjson::Value       &value,
+                             const rapidjson::Value      **fields) noexcept
 {
     ngx_uint_t i;
+    ngx_str_t  given;
 
-    for (i = 0; i < NGX_HTTP_THROTTLE_API_FIELDS; i++) {
-        if (name == ngx_http_throttle_api_fields[i]) {
-            break;
-        }
-    }
+    given.data = (u_char *) name.GetString();
+    given.len = name.GetStringLength();
 
-    if (i == NGX_HTTP_THROTTLE_API_FIELDS) {
+    i = ngx_http_throttle_api_field(&given);
+
+    if (i == NGX_HTTP_THROTTLE_API_NFIELDS) {
         return ngx_http_throttle_api_refuse(
             call, "unknown field \"%*s\"",
-            ngx_min((size_t) name.GetStringLength(),
-                    (size_t) NGX_HTTP_THROTTLE_API_QUOTE),
-            name.GetString());
+            ngx_min(given.len, NGX_HTTP_THROTTLE_API_QUOTE), given.data);
     }
 
     if (fields[i]) {
-        return ngx_http_throttle_api_refuse(call, "field \"%s\" is repeated",
-                                            ngx_http_throttle_api_fields[i]);
+        return ngx_http_throttle_api_refuse(call, "field \"%V\" is repeated",
+                                            &given);
     }
 
     fields[i] = &value;
@@ -194,36 +188,38 @@ ngx_http_throttle_api_json_check(ngx_http_throttle_api_call_t *call,
 {
     ngx_int_t               rc;
     ngx_str_t               zone, key;
-    const rapidjson::Value *fields[NGX_HTTP_THROTTLE_API_FIELDS] = {};
-    const rapidjson::Value *cost;
+    const rapidjson::Value *fields[NGX_HTTP_THROTTLE_API_NFIELDS] = {};
+    const rapidjson::Value *given_zone, *given_key, *cost;
 
     if (!check.IsObject()) {
         return ngx_http_throttle_api_refuse(call, "a check must be an object");
     }
 
     for (auto m = check.MemberBegin(); m != check.MemberEnd(); ++m) {
-        rc = ngx_http_throttle_api_field(call, m->name, m->value, fields);
+        rc = ngx_http_throttle_api_member(call, m->name, m->value, fields);
         if (rc != NGX_OK) {
             return rc;
         }
     }
 
-    if (fields[0]) {
-        rc =
-            ngx_http_throttle_api_string(call, fields[0], "zone", false, &zone);
+    given_zone = fields[NGX_HTTP_THROTTLE_API_ZONE];
+    given_key = fields[NGX_HTTP_THROTTLE_API_KEY];
+    cost = fields[NGX_HTTP_THROTTLE_API_COST];
+
+    if (given_zone) {
+        rc = ngx_http_throttle_api_string(call, given_zone, "zone", false,
+                                          &zone);
         if (rc != NGX_OK) {
             return rc;
         }
     }
 
-    if (fields[1]) {
-        rc = ngx_http_throttle_api_string(call, fields[1], "key", true, &key);
+    if (given_key) {
+        rc = ngx_http_throttle_api_string(call, given_key, "key", true, &key);
         if (rc != NGX_OK) {
             return rc;
         }
     }
-
-    cost = fields[2];
 
     if (cost
         && (!cost->IsUint64()
@@ -234,8 +230,8 @@ ngx_http_throttle_api_json_check(ngx_http_throttle_api_call_t *call,
             throttle::kMaxCost);
     }
 
-    return ngx_http_throttle_api_add(call, fields[0] ? &zone : NULL,
-                                     fields[1] ? &key : NULL,
+    return ngx_http_throttle_api_add(call, given_zone ? &zone : NULL,
+                                     given_key ? &key : NULL,
                                      cost ? (int64_t) cost->GetUint64() : 1);
 }
 
