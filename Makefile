@@ -31,9 +31,9 @@ JOBS        ?= $(shell nproc)
 
 # What each target needs from Debian.
 BUILD_DEPS  := build-essential cmake nginx nginx-dev libssl-dev libpcre2-dev \
-               zlib1g-dev libhiredis-dev
+               zlib1g-dev libhiredis-dev rapidjson-dev
 TEST_DEPS   := $(BUILD_DEPS) googletest libgtest-dev perl libtest-base-perl \
-               curl redis-server redis-tools openssl prometheus
+               curl redis-server redis-tools openssl prometheus python3
 DEMO_DEPS   := $(BUILD_DEPS) curl
 BENCH_DEPS  := $(BUILD_DEPS) wrk curl python3 redis-server redis-tools
 ACCURACY_DEPS := $(BUILD_DEPS) python3 redis-server redis-tools gnuplot-nox

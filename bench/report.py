@@ -22,8 +22,8 @@ BASELINE = "none"
 ORDER = ["none", "limit_req", "throttle_pass", "throttle_pass_authorized",
          "throttle_pass_delay",
          "throttle_pass_noheaders", "throttle_pass_no_counters",
-         "throttle_pass_scraped",
-         "strict_pass", "throttle_reject", "strict_reject",
+         "throttle_pass_scraped", "api_pass",
+         "strict_pass", "strict_api_pass", "throttle_reject", "strict_reject",
          "throttle_pass_hot", "async_pass_hot", "throttle_pass_distinct",
          "async_pass_distinct", "fixed_window_pass", "sliding_window_pass",
          "sliding_log_pass", "strict_fixed_window_pass",
@@ -44,6 +44,9 @@ NOTES = {
                                  "counters",
     "throttle_pass_scraped": "as throttle_pass, while /metrics is scraped "
                              "every 100 ms",
+    "api_pass": "throttle_api: GET ?zone=&key= of throttle_pass's policy, "
+                "always passing, a JSON answer",
+    "strict_api_pass": "as api_pass, the zone strict (as strict_pass)",
     "throttle_reject": "throttle, every request rejected: a 429, no file read",
     "strict_pass": "as throttle_pass, decided by Redis (strict mode)",
     "strict_reject": "as throttle_reject, Redis-backed: rejected from the "
@@ -87,6 +90,8 @@ PHASE_RATIO = 0.97
 DELAY_RATIO = 0.97
 # The throttle_metrics counters, and scraping them, cost nearly nothing
 COUNTERS_RATIO = 0.98
+# Asking the decision endpoint costs about what a limited request does
+API_RATIO = 0.9
 # (numerator, denominator, what it tells)
 PAIRS = [
     ("throttle_pass", "limit_req", "throttle vs limit_req, both passing"),
@@ -102,6 +107,10 @@ PAIRS = [
      "cost of the metrics counters"),
     ("throttle_pass_scraped", "throttle_pass",
      "cost of scraping /metrics every 100 ms"),
+    ("api_pass", "throttle_pass",
+     "a check asked of throttle_api vs a limited request, local"),
+    ("strict_api_pass", "strict_pass",
+     "a check asked of throttle_api vs a limited request, strict"),
     ("strict_pass", "throttle_pass", "strict vs local mode, both passing"),
     ("strict_reject", "throttle_reject",
      "strict vs local mode, both rejecting"),
@@ -517,6 +526,23 @@ def like_throttle_pass_targets(runs, config, minimum):
     return [t, non2xx_target(runs, config, "always passing")]
 
 
+def api_targets(runs, connections):
+    """The decision endpoint against a limited static file, in local and
+    strict mode: at least 0.9, always passing, and in strict mode one
+    script a check."""
+    out = []
+    for num, den in [("api_pass", "throttle_pass"),
+                     ("strict_api_pass", "strict_pass")]:
+        t = ratio_target(runs, num, den, API_RATIO)
+        if t is None:
+            continue
+        out.append(t)
+        if redis_totals(runs, num):
+            out.append(one_script_target(runs, num, connections))
+        out.append(non2xx_target(runs, num, "always passing"))
+    return out
+
+
 def metrics_targets(runs):
     """The counters against a module built without them, and scraping
     against not scraping: each at least 0.98 and always passing."""
@@ -623,6 +649,11 @@ slow moment of the machine weighs on all of them alike.
   scripts are listed apart.
 - `throttle_pass_no_counters` and `throttle_pass_scraped` measure the
   `throttle_pass` location again, for the metrics (below).
+- `api_pass` and `strict_api_pass` ask the decision endpoint
+  (`throttle_api`, [api.md](api.md)) what `throttle_pass` and
+  `strict_pass` decide for a request: `GET ?zone=...&key=bench`, answered
+  with JSON instead of the file; each is compared with its row (target:
+  0.9), and the strict one must send one script per check.
 
 **The columns.** *req/s* and *p99 ms* are medians over the rounds.
 *vs none* is the row's req/s divided by `none`'s in the same round (the
@@ -854,6 +885,8 @@ def main():
         ("Delay target (delay= that never makes a request wait, against "
          "no delay=)",
          like_throttle_pass_targets(runs, "throttle_pass_delay", DELAY_RATIO)),
+        ("Decision endpoint targets (throttle_api against the same policy "
+         "limiting a request)", api_targets(runs, args.connections)),
         ("Metrics targets (what the throttle_metrics counters and scraping "
          "them cost)", metrics_targets(runs)),
         ("Algorithm targets (each against GCRA in the same mode)",

@@ -9,6 +9,10 @@
 # cycling over BENCH_HOT_KEYS or BENCH_DISTINCT_KEYS values (bench/keys.lua);
 # each async row has a local row with the same requests to compare with.
 #
+# The api_pass and strict_api_pass rows ask the decision endpoint
+# (throttle_api) what throttle_pass and strict_pass decide for a request:
+# GET ?zone=...&key=bench, always passing, answered with JSON.
+#
 # The cluster_* rows use a Redis Cluster of 3 masters (no replicas) started
 # on loopback next to the single Redis, on the same CPUs: each is compared
 # with the same row on the single Redis in the same run, and its Redis
@@ -132,7 +136,7 @@ REDIS_DIR=$OUT/redis
 ALL_CONFIGS="none limit_req throttle_pass throttle_pass_authorized
     throttle_pass_delay
     throttle_pass_noheaders throttle_pass_no_counters throttle_pass_scraped
-    strict_pass
+    api_pass strict_pass strict_api_pass
     throttle_reject strict_reject throttle_pass_hot async_pass_hot
     throttle_pass_distinct async_pass_distinct
     fixed_window_pass sliding_window_pass sliding_log_pass
@@ -329,6 +333,13 @@ port_of() {
         *) echo "$PORT" ;;
     esac
 }
+# The query string of a row's requests: the decision endpoint's check.
+query_of() {
+    case $1 in
+        api_pass)        echo "?zone=ap&key=bench" ;;
+        strict_api_pass) echo "?zone=sap&key=bench" ;;
+    esac
+}
 
 # Renders bench/nginx.conf.in into prefix $1 with module $2 and port $3,
 # and starts that nginx.
@@ -362,7 +373,7 @@ check() {
     [ "$got" = "$want" ] || die "/$path answered $got, expected $want"
 }
 for c in none limit_req throttle_pass throttle_pass_authorized \
-         throttle_pass_delay throttle_pass_noheaders \
+         throttle_pass_delay throttle_pass_noheaders "api_pass$(query_of api_pass)" \
          "throttle_pass_hot?k=1" "throttle_pass_distinct?k=1" \
          fixed_window_pass sliding_window_pass sliding_log_pass \
          strict_fixed_window_pass strict_sliding_window_pass \
@@ -374,13 +385,14 @@ check throttle_reject 429
 redis_counters
 calls_before=$RC_SCRIPTS
 check strict_pass 200
+check "strict_api_pass$(query_of strict_api_pass)" 200
 check strict_reject 200     # the one request a day, granted by Redis
 check strict_reject 429     # refused by Redis, which fills the denial cache
 redis_counters
-# at least 3 (a first EVALSHA answered NOSCRIPT is followed by an EVAL)
-[ $((RC_SCRIPTS - calls_before)) -ge 3 ] \
+# at least 4 (a first EVALSHA answered NOSCRIPT is followed by an EVAL)
+[ $((RC_SCRIPTS - calls_before)) -ge 4 ] \
     || die "the strict locations sent $((RC_SCRIPTS - calls_before))" \
-           "EVALSHA/EVAL to Redis for 3 requests, expected at least 3"
+           "EVALSHA/EVAL to Redis for 4 requests, expected at least 4"
 check "strict_pass_distinct?k=1" 200
 # the cluster's strict locations: one key, and keys whose slots fall on
 # every master (12 keys: the map is read at nginx's start, so they are
@@ -504,7 +516,7 @@ run_wrk() {
     esac
     [ "$config" != throttle_pass_scraped ] || start_scraper "$RAW/$config.$round.scrape.txt"
     $WRK_PIN wrk -t"$THREADS" -c"$CONNECTIONS" -d"${duration}s" --latency \
-        "${script[@]}" "http://127.0.0.1:$(port_of "$config")/$(location_of "$config")" \
+        "${script[@]}" "http://127.0.0.1:$(port_of "$config")/$(location_of "$config")$(query_of "$config")" \
         "${args[@]}" >"$raw" 2>&1 \
         || die "wrk failed, see $raw"
     if [ "$config" = throttle_pass_scraped ]; then

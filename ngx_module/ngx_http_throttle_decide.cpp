@@ -21,6 +21,20 @@ typedef enum {
     NGX_HTTP_THROTTLE_AFTER_REDIS
 } ngx_http_throttle_pass_e;
 
+/* A zone's check of a key, evaluated from a line or given as it is
+ * (throttle_api): the same bytes are the same key in the zone, so HTTP
+ * requests and API checks of a key share its budget. */
+static void
+ngx_http_throttle_set_key(ngx_http_throttle_check_t *check,
+                          ngx_http_throttle_zone_t *zone, const ngx_str_t *key,
+                          int64_t cost, int64_t delay) noexcept
+{
+    check->zone = zone;
+    check->key = throttle::ZoneKey(key->data, key->len);
+    check->cost = cost;
+    check->delay = delay;
+}
+
 /* Evaluates a line's key and cost; NGX_DECLINED for an empty key. */
 static ngx_int_t
 ngx_http_throttle_prepare(ngx_http_request_t        *r,
@@ -41,9 +55,8 @@ ngx_http_throttle_prepare(ngx_http_request_t        *r,
         return NGX_DECLINED;
     }
 
-    check->key = throttle::ZoneKey(key.data, key.len);
-    check->cost = limit->cost_value;
-    check->delay = limit->delay;
+    ngx_http_throttle_set_key(check, zone, &key, limit->cost_value,
+                              limit->delay);
 
     if (limit->cost == NULL) {
         return NGX_OK;
@@ -120,7 +133,8 @@ ngx_http_throttle_binding(ngx_http_throttle_ctx_t *ctx) noexcept
  * The phase whose answer the client gets, in headers and variables, when
  * both decided: the one that turned the request away, or would have in a
  * dry run, or failed; when both let it through, the binding one of their
- * zones. NULL if no phase decided.
+ * zones. A throttle_api location's decision comes before either. NULL if
+ * nothing decided.
  */
 const ngx_http_throttle_ctx_t *
 ngx_http_throttle_answer(ngx_http_request_t *r) noexcept
@@ -135,6 +149,12 @@ ngx_http_throttle_answer(ngx_http_request_t *r) noexcept
 
     if (rctx == NULL) {
         return NULL;
+    }
+
+    /* the response of a throttle_api location is its answer to the
+     * caller's checks */
+    if (rctx->api.status != NGX_HTTP_THROTTLE_NONE) {
+        return &rctx->api;
     }
 
     for (p = 0; p < NGX_HTTP_THROTTLE_NPHASES; p++) {
@@ -428,6 +448,32 @@ ngx_http_throttle_complete(ngx_http_throttle_ctx_t *ctx) noexcept
     return ngx_http_throttle_finish(ctx, rejected);
 }
 
+/* ctx->checks: "n" checks of no zone yet. */
+static ngx_int_t
+ngx_http_throttle_make_checks(ngx_http_request_t      *r,
+                              ngx_http_throttle_ctx_t *ctx,
+                              ngx_uint_t               n) noexcept
+{
+    ngx_uint_t i;
+
+    ctx->checks = (ngx_http_throttle_check_t *) ngx_palloc(
+        r->pool, n * sizeof(ngx_http_throttle_check_t));
+    if (ctx->checks == NULL) {
+        return NGX_ERROR;
+    }
+
+    ctx->nchecks = n;
+
+    /* all of them, before any may fail: a failure counts the lines
+     * evaluated so far (ngx_http_throttle_fail()) */
+    for (i = 0; i < n; i++) {
+        new (&ctx->checks[i]) ngx_http_throttle_check_t();
+        ctx->checks[i].ctx = ctx;
+    }
+
+    return NGX_OK;
+}
+
 /* Evaluates every line's key and cost into ctx->checks. */
 static ngx_int_t
 ngx_http_throttle_prepare_all(ngx_http_request_t      *r,
@@ -440,21 +486,10 @@ ngx_http_throttle_prepare_all(ngx_http_request_t      *r,
     ngx_http_throttle_limit_t *limits;
 
     limits = (ngx_http_throttle_limit_t *) lines->elts;
-
-    ctx->checks = (ngx_http_throttle_check_t *) ngx_palloc(
-        r->pool, n * sizeof(ngx_http_throttle_check_t));
-    if (ctx->checks == NULL) {
-        return NGX_ERROR;
-    }
-
-    ctx->nchecks = n;
     *active = 0;
 
-    /* all of them, before any may fail: a failure counts the lines
-     * evaluated so far (ngx_http_throttle_fail()) */
-    for (i = 0; i < n; i++) {
-        new (&ctx->checks[i]) ngx_http_throttle_check_t();
-        ctx->checks[i].ctx = ctx;
+    if (ngx_http_throttle_make_checks(r, ctx, n) != NGX_OK) {
+        return NGX_ERROR;
     }
 
     for (i = 0; i < n; i++) {
@@ -478,17 +513,11 @@ ngx_http_throttle_prepare_all(ngx_http_request_t      *r,
     return NGX_OK;
 }
 
-ngx_int_t
-ngx_http_throttle_start(ngx_http_request_t      *r,
-                        ngx_http_throttle_ctx_t *ctx) noexcept
+/* Decides the prepared checks, "active" of which have a key. */
+static ngx_int_t
+ngx_http_throttle_run(ngx_http_throttle_ctx_t *ctx, ngx_uint_t active) noexcept
 {
-    bool       rejected;
-    ngx_uint_t active;
-
-    if (ngx_http_throttle_prepare_all(r, ctx, &active) != NGX_OK) {
-        return ctx->checks ? ngx_http_throttle_fail(ctx)
-                           : NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
+    bool rejected;
 
     if (active == 0) {
         ctx->status = NGX_HTTP_THROTTLE_PASSED;
@@ -516,4 +545,68 @@ ngx_http_throttle_start(ngx_http_request_t      *r,
 
     ctx->waiting = 1;
     return NGX_AGAIN;
+}
+
+ngx_int_t
+ngx_http_throttle_start(ngx_http_request_t      *r,
+                        ngx_http_throttle_ctx_t *ctx) noexcept
+{
+    ngx_uint_t active;
+
+    if (ngx_http_throttle_prepare_all(r, ctx, &active) != NGX_OK) {
+        return ctx->checks ? ngx_http_throttle_fail(ctx)
+                           : NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    return ngx_http_throttle_run(ctx, active);
+}
+
+/* Where a given check goes among the others: in the order of the zones'
+ * names, as a location's lines are, so that a request locks its zones in
+ * the same order as every other. */
+static ngx_uint_t
+ngx_http_throttle_given_rank(const ngx_http_throttle_given_t *given,
+                             ngx_uint_t n, ngx_uint_t which) noexcept
+{
+    ngx_uint_t       i, rank = 0;
+    const ngx_str_t *name = &given[which].zone->name;
+
+    for (i = 0; i < n; i++) {
+        const ngx_str_t *other = &given[i].zone->name;
+
+        if (ngx_memn2cmp(other->data, name->data, other->len, name->len) < 0) {
+            rank++;
+        }
+    }
+
+    return rank;
+}
+
+/*
+ * The decision about checks given as they are (throttle_api) rather than
+ * evaluated from a location's lines: each a zone, at most once, and a key
+ * that is not empty. Decided as a location's lines are: all must pass, and
+ * a rejected set is charged to none.
+ */
+ngx_int_t
+ngx_http_throttle_start_given(ngx_http_request_t              *r,
+                              ngx_http_throttle_ctx_t         *ctx,
+                              const ngx_http_throttle_given_t *given,
+                              ngx_uint_t                       n) noexcept
+{
+    ngx_uint_t                 i;
+    ngx_http_throttle_check_t *check;
+
+    if (ngx_http_throttle_make_checks(r, ctx, n) != NGX_OK) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    for (i = 0; i < n; i++) {
+        check = &ctx->checks[ngx_http_throttle_given_rank(given, n, i)];
+        ngx_http_throttle_set_key(check, given[i].zone, &given[i].key,
+                                  given[i].cost, given[i].delay);
+        ctx->strict = ctx->strict || ngx_http_throttle_strict(check->zone);
+    }
+
+    return ngx_http_throttle_run(ctx, n);
 }

@@ -29,6 +29,30 @@ ngx_http_throttle_add_header(ngx_http_request_t *r, ngx_str_t name,
     return NGX_OK;
 }
 
+/* Sends a response whose body is "b", whole, in memory: for the module's
+ * own content handlers, which set the content type. */
+ngx_int_t
+ngx_http_throttle_send(ngx_http_request_t *r, ngx_uint_t status,
+                       ngx_buf_t *b) noexcept
+{
+    ngx_int_t   rc;
+    ngx_chain_t out;
+
+    r->headers_out.status = status;
+    r->headers_out.content_length_n = b->last - b->pos;
+
+    rc = ngx_http_send_header(r);
+
+    if (rc == NGX_ERROR || rc > NGX_OK || r->header_only) {
+        return rc;
+    }
+
+    out.buf = b;
+    out.next = NULL;
+
+    return ngx_http_output_filter(r, &out);
+}
+
 static ngx_int_t
 ngx_http_throttle_add_int(ngx_http_request_t *r, ngx_str_t name,
                           int64_t value) noexcept

@@ -71,7 +71,7 @@ ngx_http_throttle_get_ctx(ngx_http_request_t *r) noexcept
     return ctx;
 }
 
-static ngx_http_throttle_request_ctx_t *
+ngx_http_throttle_request_ctx_t *
 ngx_http_throttle_create_ctx(ngx_http_request_t *r) noexcept
 {
     ngx_pool_cleanup_t              *cln;

@@ -152,11 +152,12 @@ ngx_http_throttle_line_unique(ngx_conf_t                   *cf,
     return NGX_CONF_OK;
 }
 
-/* Remembers where the zone was named, to report one never defined or one
- * that cannot delay. */
-static char *
-ngx_http_throttle_line_ref(ngx_conf_t *cf, ngx_shm_zone_t *shm_zone,
-                           int64_t delay) noexcept
+/* Remembers where "directive" named the zone, to report one never
+ * defined, or one that cannot take the line's delay= (throttle::kNoDelay:
+ * none). */
+char *
+ngx_http_throttle_zone_ref(ngx_conf_t *cf, ngx_shm_zone_t *shm_zone,
+                           const char *directive, int64_t delay) noexcept
 {
     ngx_http_throttle_zone_ref_t  *ref;
     ngx_http_throttle_main_conf_t *tmcf;
@@ -171,6 +172,7 @@ ngx_http_throttle_line_ref(ngx_conf_t *cf, ngx_shm_zone_t *shm_zone,
 
     ref->shm_zone = shm_zone;
     ref->delay = delay;
+    ref->directive = directive;
     ref->file = cf->conf_file->file.name;
     ref->line = cf->conf_file->line;
 
@@ -247,7 +249,7 @@ ngx_http_throttle_directive(ngx_conf_t *cf, ngx_command_t *cmd,
 
     ngx_http_throttle_line_sort(*lines);
 
-    return ngx_http_throttle_line_ref(cf, shm_zone, limit->delay);
+    return ngx_http_throttle_zone_ref(cf, shm_zone, "throttle", limit->delay);
 }
 
 /* ngx_conf_set_enum_slot, with a message that names the directive and the

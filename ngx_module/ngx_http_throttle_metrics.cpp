@@ -461,9 +461,8 @@ ngx_http_throttle_metrics_text(ngx_http_request_t *r) noexcept
 static ngx_int_t
 ngx_http_throttle_metrics_handler(ngx_http_request_t *r) noexcept
 {
-    ngx_int_t   rc;
-    ngx_buf_t  *b;
-    ngx_chain_t out;
+    ngx_int_t  rc;
+    ngx_buf_t *b;
 
     static ngx_str_t allow = ngx_string("Allow");
     static u_char    allowed[] = "GET, HEAD";
@@ -492,19 +491,8 @@ ngx_http_throttle_metrics_handler(ngx_http_request_t *r) noexcept
     ngx_str_set(&r->headers_out.content_type,
                 "text/plain; version=0.0.4; charset=utf-8");
     r->headers_out.content_type_len = sizeof("text/plain") - 1;
-    r->headers_out.status = NGX_HTTP_OK;
-    r->headers_out.content_length_n = b->last - b->pos;
 
-    rc = ngx_http_send_header(r);
-
-    if (rc == NGX_ERROR || rc > NGX_OK || r->header_only) {
-        return rc;
-    }
-
-    out.buf = b;
-    out.next = NULL;
-
-    return ngx_http_output_filter(r, &out);
+    return ngx_http_throttle_send(r, NGX_HTTP_OK, b);
 }
 
 char *

@@ -16,6 +16,8 @@
  *     throttle_status, throttle_headers, throttle_dry_run,
  *     throttle_log_level, throttle_on_error
  *     throttle_metrics; (a location's content: ngx_http_throttle_metrics.cpp)
+ *     throttle_api zones=name[,name...]; (a location's content:
+ *         ngx_http_throttle_api.cpp)
  */
 
 #include "ngx_http_throttle_module.h"
@@ -89,6 +91,10 @@ static ngx_command_t ngx_http_throttle_commands[] = {
 
     {ngx_string("throttle_metrics"), NGX_HTTP_LOC_CONF | NGX_CONF_NOARGS,
      ngx_http_throttle_metrics_directive, 0, 0, NULL},
+
+    {ngx_string("throttle_api"),
+     NGX_HTTP_LOC_CONF | NGX_CONF_NOARGS | NGX_CONF_TAKE1,
+     ngx_http_throttle_api_directive, NGX_HTTP_LOC_CONF_OFFSET, 0, NULL},
 
     {ngx_string("throttle_on_error"),
      NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF
@@ -250,9 +256,9 @@ ngx_http_throttle_resolve_redis(ngx_conf_t                    *cf,
     return NGX_OK;
 }
 
-/* A "throttle" line may name a zone before its throttle_zone, but not one
- * that none defines; and its delay= only a zone whose algorithm can
- * delay. */
+/* A "throttle" or "throttle_api" line may name a zone before its
+ * throttle_zone, but not one that none defines; and a delay= only a zone
+ * whose algorithm can delay. */
 static ngx_int_t
 ngx_http_throttle_check_refs(ngx_conf_t                    *cf,
                              ngx_http_throttle_main_conf_t *tmcf) noexcept
@@ -269,10 +275,10 @@ ngx_http_throttle_check_refs(ngx_conf_t                    *cf,
 
         if (zone == NULL) {
             ngx_log_error(NGX_LOG_EMERG, cf->log, 0,
-                          "unknown zone \"%V\" in \"throttle\" directive in "
+                          "unknown zone \"%V\" in \"%s\" directive in "
                           "%V:%ui: no \"throttle_zone\" defines it",
-                          &refs[i].shm_zone->shm.name, &refs[i].file,
-                          refs[i].line);
+                          &refs[i].shm_zone->shm.name, refs[i].directive,
+                          &refs[i].file, refs[i].line);
             return NGX_ERROR;
         }
 

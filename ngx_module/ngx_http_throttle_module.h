@@ -165,11 +165,12 @@ typedef struct {
     int64_t                   delay; /* delay=, or throttle::kNoDelay */
 } ngx_http_throttle_limit_t;
 
-/* Where a "throttle" line named a zone, to report one never defined, or
- * one that cannot take the line's delay=. */
+/* Where a "throttle" or "throttle_api" line named a zone, to report one
+ * never defined, or one that cannot take the delay= asked of it. */
 typedef struct {
     ngx_shm_zone_t *shm_zone;
-    int64_t         delay;
+    const char     *directive;
+    int64_t         delay; /* throttle::kNoDelay: none */
     ngx_str_t       file;
     ngx_uint_t      line;
 } ngx_http_throttle_zone_ref_t;
@@ -189,6 +190,9 @@ typedef struct {
     ngx_flag_t   dry_run;
     ngx_uint_t   log_level;
     ngx_uint_t   on_error;
+    /* throttle_api: the zones it may ask, of ngx_shm_zone_t *; not
+     * inherited (the location's content handler) */
+    ngx_array_t *api_zones;
 } ngx_http_throttle_loc_conf_t;
 
 typedef struct ngx_http_throttle_ctx_s ngx_http_throttle_ctx_t;
@@ -235,12 +239,28 @@ struct ngx_http_throttle_ctx_s {
     unsigned   strict : 1;  /* a strict zone takes part */
     unsigned   waiting : 1; /* for Redis, or for the delay to pass */
     unsigned   resume : 1;  /* done waiting: return rc */
+
+    /* called once every reply is in; NULL: ngx_http_throttle_resume(),
+     * which runs the phases again */
+    void (*resume_handler)(ngx_http_throttle_ctx_t *ctx);
+    void *data; /* the resume handler's */
 };
 
-/* The module's context of a main request: a decision per phase. */
+/* The module's context of a main request: a decision per phase, and the
+ * one a throttle_api location made for the caller's checks. */
 typedef struct {
     ngx_http_throttle_ctx_t phases[NGX_HTTP_THROTTLE_NPHASES];
+    ngx_http_throttle_ctx_t api;
 } ngx_http_throttle_request_ctx_t;
+
+/* A check given to the decision as it is (throttle_api), not evaluated
+ * from a "throttle" line. */
+typedef struct {
+    ngx_http_throttle_zone_t *zone;
+    ngx_str_t                 key; /* not empty */
+    int64_t                   cost;
+    int64_t                   delay; /* throttle::kNoDelay: none */
+} ngx_http_throttle_given_t;
 
 /* ngx_http_throttle_zone_conf.cpp */
 char *ngx_http_throttle_zone_directive(ngx_conf_t *cf, ngx_command_t *cmd,
@@ -253,6 +273,8 @@ char *ngx_http_throttle_set_enum(ngx_conf_t *cf, ngx_command_t *cmd,
                                  void *conf) noexcept;
 char *ngx_http_throttle_set_status(ngx_conf_t *cf, ngx_command_t *cmd,
                                    void *conf) noexcept;
+char *ngx_http_throttle_zone_ref(ngx_conf_t *cf, ngx_shm_zone_t *shm_zone,
+                                 const char *directive, int64_t delay) noexcept;
 
 /* ngx_http_throttle_zone_init.cpp */
 ngx_int_t ngx_http_throttle_init_zone(ngx_shm_zone_t *shm_zone,
@@ -283,6 +305,10 @@ void ngx_http_throttle_mark_dirty(ngx_http_throttle_zone_t *zone,
 /* ngx_http_throttle_decide.cpp: the decision over a request's zones */
 ngx_int_t ngx_http_throttle_start(ngx_http_request_t      *r,
                                   ngx_http_throttle_ctx_t *ctx) noexcept;
+ngx_int_t ngx_http_throttle_start_given(ngx_http_request_t              *r,
+                                        ngx_http_throttle_ctx_t         *ctx,
+                                        const ngx_http_throttle_given_t *given,
+                                        ngx_uint_t n) noexcept;
 ngx_int_t ngx_http_throttle_complete(ngx_http_throttle_ctx_t *ctx) noexcept;
 ngx_int_t ngx_http_throttle_fail(ngx_http_throttle_ctx_t *ctx) noexcept;
 const ngx_http_throttle_ctx_t *
@@ -291,8 +317,10 @@ ngx_http_throttle_answer(ngx_http_request_t *r) noexcept;
 /* ngx_http_throttle_handler.cpp: the phase handlers */
 ngx_int_t ngx_http_throttle_preaccess_handler(ngx_http_request_t *r) noexcept;
 ngx_int_t ngx_http_throttle_authorized_handler(ngx_http_request_t *r) noexcept;
-ngx_http_throttle_request_ctx_t      *
+ngx_http_throttle_request_ctx_t *
 ngx_http_throttle_get_ctx(ngx_http_request_t *r) noexcept;
+ngx_http_throttle_request_ctx_t      *
+ngx_http_throttle_create_ctx(ngx_http_request_t *r) noexcept;
 void ngx_http_throttle_resume(ngx_http_throttle_ctx_t *ctx) noexcept;
 
 /* ngx_http_throttle_strict.cpp */
@@ -309,6 +337,8 @@ ngx_http_throttle_async_init_worker(ngx_cycle_t              *cycle,
 ngx_int_t ngx_http_throttle_filter_init(ngx_conf_t *cf) noexcept;
 ngx_int_t ngx_http_throttle_add_header(ngx_http_request_t *r, ngx_str_t name,
                                        u_char *value, size_t len) noexcept;
+ngx_int_t ngx_http_throttle_send(ngx_http_request_t *r, ngx_uint_t status,
+                                 ngx_buf_t *b) noexcept;
 
 /* ngx_http_throttle_metrics.cpp */
 char *ngx_http_throttle_metrics_directive(ngx_conf_t *cf, ngx_command_t *cmd,
@@ -337,7 +367,13 @@ u_char *ngx_http_throttle_metrics_sample(u_char *p, u_char *last,
                                          const char *extra, int64_t number,
                                          bool seconds) noexcept;
 
+/* ngx_http_throttle_api.cpp */
+char *ngx_http_throttle_api_directive(ngx_conf_t *cf, ngx_command_t *cmd,
+                                      void *conf) noexcept;
+
 /* ngx_http_throttle_variables.cpp */
 ngx_int_t ngx_http_throttle_add_variables(ngx_conf_t *cf) noexcept;
+/* $throttle_status's value for an ngx_http_throttle_status_e */
+const ngx_str_t *ngx_http_throttle_status_name(ngx_uint_t status) noexcept;
 
 #endif /* NGX_HTTP_THROTTLE_MODULE_H */

@@ -71,7 +71,11 @@ ngx_http_throttle_strict_done(void *data, redisReply *reply, const char *err,
     }
 
     if (--ctx->pending == 0) {
-        ngx_http_throttle_resume(ctx);
+        if (ctx->resume_handler) {
+            ctx->resume_handler(ctx);
+        } else {
+            ngx_http_throttle_resume(ctx);
+        }
     }
 }
 

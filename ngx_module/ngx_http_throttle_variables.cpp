@@ -28,6 +28,12 @@ static ngx_str_t ngx_http_throttle_status_names[] = {
     ngx_string("DELAYED"),
     ngx_string("DELAYED_DRY_RUN")};
 
+const ngx_str_t *
+ngx_http_throttle_status_name(ngx_uint_t status) noexcept
+{
+    return &ngx_http_throttle_status_names[status];
+}
+
 static void
 ngx_http_throttle_set_value(ngx_http_variable_value_t *v, u_char *data,
                             size_t len) noexcept

@@ -598,3 +598,120 @@ location / {
 --- must_die
 invalid parameter "delay=2" in "throttle" directive
 zone "w" has "algorithm=sliding_log", which cannot space requests out
+
+
+
+=== TEST 57: throttle_api without zones=
+--- http_config
+throttle_zone $http_x_key zone=z:1m rate=1r/m;
+--- config
+location = /throttle {
+    throttle_api;
+}
+--- must_die
+"throttle_api" must have "zones=name[,name...]" parameter
+
+
+
+=== TEST 58: throttle_api with another parameter
+--- http_config
+throttle_zone $http_x_key zone=z:1m rate=1r/m;
+--- config
+location = /throttle {
+    throttle_api zone=z;
+}
+--- must_die
+invalid parameter "zone=z" in "throttle_api": unknown
+
+
+
+=== TEST 59: throttle_api naming a zone that no throttle_zone defines
+--- http_config
+throttle_zone $http_x_key zone=z:1m rate=1r/m;
+--- config
+location = /throttle {
+    throttle_api zones=z,nope;
+}
+--- must_die
+unknown zone "nope" in "throttle_api" directive
+~ nginx\.conf:\d+: no "throttle_zone" defines it
+
+
+
+=== TEST 60: throttle_api naming a zone twice
+--- http_config
+throttle_zone $http_x_key zone=z:1m rate=1r/m;
+--- config
+location = /throttle {
+    throttle_api zones=z,z;
+}
+--- must_die
+invalid parameter "zones=z,z" in "throttle_api": zone "z" is named twice
+
+
+
+=== TEST 61: throttle_api with an empty list
+--- http_config
+throttle_zone $http_x_key zone=z:1m rate=1r/m;
+--- config
+location = /throttle {
+    throttle_api zones=;
+}
+--- must_die
+invalid parameter "zones=" in "throttle_api": no zone is named
+
+
+
+=== TEST 62: throttle_api with an empty name in the list
+--- http_config
+throttle_zone $http_x_key zone=z:1m rate=1r/m;
+--- config
+location = /throttle {
+    throttle_api zones=z,;
+}
+--- must_die
+invalid parameter "zones=z," in "throttle_api": a zone name is empty
+
+
+
+=== TEST 63: throttle_api in a server block
+--- http_config
+throttle_zone $http_x_key zone=z:1m rate=1r/m;
+--- config
+throttle_api zones=z;
+--- must_die
+"throttle_api" directive is not allowed here
+
+
+
+=== TEST 64: throttle_api in the http block
+--- http_config
+throttle_zone $http_x_key zone=z:1m rate=1r/m;
+throttle_api zones=z;
+--- must_die
+"throttle_api" directive is not allowed here
+
+
+
+=== TEST 65: throttle_api twice in a location
+--- http_config
+throttle_zone $http_x_key zone=z:1m rate=1r/m;
+--- config
+location = /throttle {
+    throttle_api zones=z;
+    throttle_api zones=z;
+}
+--- must_die
+"throttle_api" directive is duplicate
+
+
+
+=== TEST 66: throttle_api naming a zone of another module
+--- http_config
+limit_req_zone $binary_remote_addr zone=lr:1m rate=1r/s;
+--- config
+location = /throttle {
+    throttle_api zones=lr;
+}
+--- must_die
+the shared memory zone "lr" is already declared for a different use

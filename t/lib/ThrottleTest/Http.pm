@@ -5,7 +5,9 @@ package ThrottleTest::Http;
 # connection, several on one keep-alive connection, or N connections
 # written at once. Every wait is bounded by $Processes::TIMEOUT.
 #
-# A request is { method, uri, send => [[name, value], ...] }; a response is
+# A request is { method, uri, send => [[name, value], ...], body }; a
+# body is sent with its Content-Length, unless the request's own headers
+# say how it is framed (Content-Length or Transfer-Encoding). A response is
 # { status, headers => { lc name => [values] }, body, closed, error,
 # elapsed }, with {error} set when it could not be read whole.
 
@@ -42,10 +44,15 @@ sub no_response {
 # The bytes of a request; Connection: keep-alive or close.
 sub request_text {
     my ($req, $keepalive) = @_;
+    my $body = $req->{body};
     my $msg = "$req->{method} $req->{uri} HTTP/1.1\r\nHost: localhost\r\n"
             . 'Connection: ' . ($keepalive ? 'keep-alive' : 'close') . "\r\n";
     $msg .= "$_->[0]: $_->[1]\r\n" for @{ $req->{send} };
-    return "$msg\r\n";
+    $msg .= 'Content-Length: ' . length($body) . "\r\n"
+        if defined $body
+        && !grep { $_->[0] =~ /^(content-length|transfer-encoding)$/i }
+                @{ $req->{send} };
+    return "$msg\r\n" . ($body // '');
 }
 
 # Sends one request and reads its response, every read bounded by
@@ -207,14 +214,18 @@ sub exchange_parallel {
 }
 
 # A request from 'METHOD /uri' (GET when no method is given) and header
-# name => value pairs; dies with $caller's name when $what does not parse.
+# name => value pairs, then, as a reference to a string, the body if it
+# has one; dies with $caller's name when $what does not parse.
 sub parse_request {
     my ($caller, $what, @headers) = @_;
     my ($method, $uri) = $what =~ m{^(?:([A-Z]+)\s+)?(/\S*)$}
         or die "$caller: cannot parse \"$what\"\n";
+    my $body = @headers && ref $headers[-1] eq 'SCALAR' ? ${ pop @headers }
+                                                         : undef;
     my @send;
     push @send, [splice @headers, 0, 2] while @headers;
-    return { method => $method // 'GET', uri => $uri, send => \@send };
+    return { method => $method // 'GET', uri => $uri, send => \@send,
+             body => $body };
 }
 
 # An HTTP request to an nginx of this runner: http_request($env, 'GET /u',

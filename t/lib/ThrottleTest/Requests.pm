@@ -13,6 +13,9 @@ The requests to send, in order, and what each must get back:
     [METHOD] /uri [xN] => STATUS       one request (GET by default);
                                        xN sends it N times, each checked
       > Name: value                    a request header to send
+      >> text                          the request body (with its
+                                       Content-Length); several such
+                                       lines are joined by "\n"
       Name: value                      response header, exact value; a
                                        number written {N-} counts down
                                        from N: it may be less by the
@@ -91,7 +94,9 @@ sub parse_requests {
         if ($line =~ /^\s/) {
             die "$name: indented line with no request: $line\n" unless $cur;
             $line =~ s/^\s+|\s+$//g;
-            if ($line =~ /^>\s*([^:\s]+):\s?(.*)$/) {
+            if ($line =~ /^>> ?(.*)$/) {
+                $cur->{body} = defined $cur->{body} ? "$cur->{body}\n$1" : $1;
+            } elsif ($line =~ /^>\s*([^:\s]+):\s?(.*)$/) {
                 push @{ $cur->{send} }, [$1, $2];
             } elsif ($line =~ /^todo\s*:\s*(.+)$/) {
                 $cur->{todo} = $1;

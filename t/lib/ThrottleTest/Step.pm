@@ -21,11 +21,15 @@ warnings, Test::More and Time::HiRes's C<time> and C<sleep>. It sees:
     request('GET /a.txt', 'X-Key' => 'alice')
                      one request on its own connection; returns { status,
                      headers => { lc name => [values] }, body, elapsed,
-                     error }; header($res, 'Name') gives the first value
+                     error }; header($res, 'Name') gives the first value.
+                     A reference to a string after the headers is the
+                     body: request('POST /u', 'Content-Type' => 'a/b', \$text)
     parallel_requests(N, 'GET /a.txt', 'X-Key' => 'alice')
                      N connections, N requests written at once, then N
                      responses read; a list of responses, {elapsed} counted
                      from the writes
+    metrics()        GET /metrics (a throttle_metrics location) as
+                     Prometheus::parse's samples; dies unless a 200
     error_log()      error.log as it is now
     error_lines()    its lines at [warn] or worse
     flood(SECONDS, BATCH, 'GET /a.txt', 'key-')
@@ -59,6 +63,7 @@ use warnings;
 use Test::More ();
 use Time::HiRes qw(time sleep);
 use Processes qw(wait_until);
+use Prometheus ();
 use ThrottleTest::Http ();
 use ThrottleTest::Nginx ();
 
@@ -72,6 +77,13 @@ sub header {
     my ($res, $name) = @_;
     my $v = $res->{headers}{ lc $name };
     return $v ? $v->[0] : undef;
+}
+
+sub metrics {
+    my $res = request('GET /metrics');
+    die 'GET /metrics: ' . ($res->{status} // $res->{error}) . "\n"
+        unless ($res->{status} // 0) == 200;
+    return Prometheus::parse($res->{body});
 }
 
 sub error_log { Processes::read_file($CURRENT->{log}) }

@@ -1,0 +1,269 @@
+/*
+ * throttle_api: a call's checks, as the caller gave them, checked against
+ * the endpoint's zones= and the limits of a call whether they came in a
+ * query string (read here) or in JSON (ngx_http_throttle_api_json.cpp).
+ * Nothing is charged before every check of a call has been read and found
+ * good.
+ */
+
+#include "ngx_http_throttle_api.h"
+
+#include "throttle/parse.hpp"
+
+/* The names of a check's fields, as NGX_HTTP_THROTTLE_API_ZONE... */
+static const ngx_str_t ngx_http_throttle_api_fields[] = {
+    ngx_string("zone"), ngx_string("key"), ngx_string("cost"),
+    ngx_string("delay")};
+
+ngx_uint_t
+ngx_http_throttle_api_field(const ngx_str_t *name) noexcept
+{
+    ngx_uint_t i;
+
+    for (i = 0; i < NGX_HTTP_THROTTLE_API_NFIELDS; i++) {
+        if (ngx_http_throttle_str_eq(*name, ngx_http_throttle_api_fields[i])) {
+            break;
+        }
+    }
+
+    return i;
+}
+
+ngx_int_t
+ngx_http_throttle_api_refuse(ngx_http_throttle_api_call_t *call,
+                             const char                   *fmt, ...) noexcept
+{
+    u_char *p;
+    va_list args;
+
+    /* room for the longest: a zone that cannot delay, and why */
+    static const size_t size = 512;
+
+    p = (u_char *) ngx_pnalloc(call->request->pool, size);
+    if (p == NULL) {
+        return NGX_ERROR;
+    }
+
+    va_start(args, fmt);
+    call->error.data = p;
+    call->error.len = ngx_vslprintf(p, p + size, fmt, args) - p;
+    va_end(args);
+
+    return NGX_DECLINED;
+}
+
+/* The zone of zones= with that name, or NULL. */
+static ngx_http_throttle_zone_t *
+ngx_http_throttle_api_zone(ngx_http_throttle_loc_conf_t *tlcf,
+                           const ngx_str_t              *name) noexcept
+{
+    ngx_uint_t       i;
+    ngx_shm_zone_t **zones = (ngx_shm_zone_t **) tlcf->api_zones->elts;
+
+    for (i = 0; i < tlcf->api_zones->nelts; i++) {
+        if (ngx_http_throttle_str_eq(zones[i]->shm.name, *name)) {
+            return (ngx_http_throttle_zone_t *) zones[i]->data;
+        }
+    }
+
+    return NULL;
+}
+
+/* A check as the caller gave it; a NULL zone or key was not given. The
+ * readers give at most NGX_HTTP_THROTTLE_API_MAX_CHECKS. */
+ngx_int_t
+ngx_http_throttle_api_add(ngx_http_throttle_api_call_t *call,
+                          const ngx_str_t *zone_name, const ngx_str_t *key,
+                          int64_t cost, int64_t delay) noexcept
+{
+    ngx_uint_t                 i;
+    const char                *refusal;
+    throttle::Message          why;
+    ngx_http_throttle_zone_t  *zone;
+    ngx_http_throttle_given_t *check;
+
+    if (zone_name == NULL) {
+        return ngx_http_throttle_api_refuse(call, "missing \"zone\"");
+    }
+
+    zone = ngx_http_throttle_api_zone(call->tlcf, zone_name);
+
+    if (zone == NULL) {
+        return ngx_http_throttle_api_refuse(
+            call, "unknown zone \"%*s\": not one of this endpoint's zones=",
+            ngx_min(zone_name->len, NGX_HTTP_THROTTLE_API_QUOTE),
+            zone_name->data);
+    }
+
+    for (i = 0; i < call->nchecks; i++) {
+        if (call->checks[i].zone == zone) {
+            return ngx_http_throttle_api_refuse(
+                call, "zone \"%V\" is asked twice", &zone->name);
+        }
+    }
+
+    if (key == NULL) {
+        return ngx_http_throttle_api_refuse(call, "missing \"key\"");
+    }
+
+    if (key->len == 0) {
+        return ngx_http_throttle_api_refuse(call, "\"key\" is empty");
+    }
+
+    if (key->len > NGX_HTTP_THROTTLE_API_MAX_KEY) {
+        return ngx_http_throttle_api_refuse(call,
+                                            "\"key\" is longer than %d bytes",
+                                            NGX_HTTP_THROTTLE_API_MAX_KEY);
+    }
+
+    if (delay != throttle::kNoDelay) {
+        refusal = throttle::delay_refusal(zone->policy, why);
+
+        if (refusal) {
+            return ngx_http_throttle_api_refuse(
+                call, "\"delay\": zone \"%V\" %s", &zone->name, refusal);
+        }
+    }
+
+    check = &call->checks[call->nchecks++];
+    check->zone = zone;
+    check->key = *key;
+    check->cost = cost;
+    check->delay = delay;
+
+    return NGX_OK;
+}
+
+/* A query string's value, URL-decoded as forms encode it ('+' is a
+ * space); NGX_DECLINED for a '%' not followed by two hex digits. */
+static ngx_int_t
+ngx_http_throttle_api_unescape(ngx_pool_t *pool, const ngx_str_t *raw,
+                               ngx_str_t *value) noexcept
+{
+    u_char   *s, *d, *end = raw->data + raw->len;
+    ngx_int_t byte;
+
+    d = (u_char *) ngx_pnalloc(pool, raw->len + 1);
+    if (d == NULL) {
+        return NGX_ERROR;
+    }
+
+    value->data = d;
+
+    for (s = raw->data; s < end; s++) {
+        if (*s == '+') {
+            *d++ = ' ';
+
+        } else if (*s != '%') {
+            *d++ = *s;
+
+        } else {
+            byte = end - s >= 3 ? ngx_hextoi(s + 1, 2) : NGX_ERROR;
+            if (byte == NGX_ERROR) {
+                return NGX_DECLINED;
+            }
+
+            *d++ = (u_char) byte;
+            s += 2;
+        }
+    }
+
+    value->len = d - value->data;
+    return NGX_OK;
+}
+
+/* One "name=value" of the query string into values[] by its name. */
+static ngx_int_t
+ngx_http_throttle_api_arg(ngx_http_throttle_api_call_t *call, u_char *start,
+                          u_char *end, ngx_str_t *values) noexcept
+{
+    u_char    *eq = ngx_strlchr(start, end, '=');
+    ngx_int_t  rc;
+    ngx_str_t  name, raw;
+    ngx_uint_t i;
+
+    name.data = start;
+    name.len = (eq ? eq : end) - start;
+    raw.data = eq ? eq + 1 : end;
+    raw.len = end - raw.data;
+
+    i = ngx_http_throttle_api_field(&name);
+
+    if (i == NGX_HTTP_THROTTLE_API_NFIELDS) {
+        return ngx_http_throttle_api_refuse(
+            call, "unknown parameter \"%*s\"",
+            ngx_min(name.len, NGX_HTTP_THROTTLE_API_QUOTE), name.data);
+    }
+
+    if (values[i].data) {
+        return ngx_http_throttle_api_refuse(
+            call, "parameter \"%V\" is repeated", &name);
+    }
+
+    rc = ngx_http_throttle_api_unescape(call->request->pool, &raw, &values[i]);
+
+    if (rc == NGX_DECLINED) {
+        return ngx_http_throttle_api_refuse(
+            call, "parameter \"%V\" has a '%%' not followed by two hex digits",
+            &name);
+    }
+
+    return rc;
+}
+
+/* A GET's (or HEAD's) one check: zone=, key= and cost= (default 1). */
+ngx_int_t
+ngx_http_throttle_api_read_args(ngx_http_throttle_api_call_t *call) noexcept
+{
+    u_char    *p, *end, *amp;
+    ngx_int_t  rc;
+    ngx_str_t  values[NGX_HTTP_THROTTLE_API_NFIELDS];
+    ngx_str_t *zone = &values[NGX_HTTP_THROTTLE_API_ZONE];
+    ngx_str_t *key = &values[NGX_HTTP_THROTTLE_API_KEY];
+    ngx_str_t *cost = &values[NGX_HTTP_THROTTLE_API_COST];
+    ngx_str_t *delay = &values[NGX_HTTP_THROTTLE_API_DELAY];
+    ngx_str_t *args = &call->request->args;
+
+    ngx_memzero(values, sizeof(values));
+
+    p = args->data;
+    end = args->data + args->len;
+
+    for (/* void */; p < end; p = amp + 1) {
+        amp = ngx_strlchr(p, end, '&');
+        if (amp == NULL) {
+            amp = end;
+        }
+
+        if (amp > p) {
+            rc = ngx_http_throttle_api_arg(call, p, amp, values);
+            if (rc != NGX_OK) {
+                return rc;
+            }
+        }
+    }
+
+    auto parsed = throttle::parse_count(
+        cost->data ? ngx_http_throttle_sv(*cost) : "1", throttle::kMaxCost);
+
+    if (!parsed) {
+        return ngx_http_throttle_api_refuse(
+            call, "cost \"%*s\" is not an integer from 0 to %L",
+            ngx_min(cost->len, NGX_HTTP_THROTTLE_API_QUOTE), cost->data,
+            throttle::kMaxCost);
+    }
+
+    auto delayed = throttle::parse_count(ngx_http_throttle_sv(*delay),
+                                         throttle::kMaxDelay);
+
+    if (delay->data && !delayed) {
+        return ngx_http_throttle_api_refuse(
+            call, "delay \"%*s\" is not an integer from 0 to %L",
+            ngx_min(delay->len, NGX_HTTP_THROTTLE_API_QUOTE), delay->data,
+            throttle::kMaxDelay);
+    }
+
+    return ngx_http_throttle_api_add(
+        call, zone->data ? zone : NULL, key->data ? key : NULL, *parsed.value,
+        delay->data ? *delayed.value : throttle::kNoDelay);
+}
