@@ -18,6 +18,9 @@
  *     throttle_metrics; (a location's content: ngx_http_throttle_metrics.cpp)
  *     throttle_api zones=name[,name...]; (a location's content:
  *         ngx_http_throttle_api.cpp)
+ *
+ * A dynamic module has no line in "nginx -V": the master logs the
+ * module's version each time it loads a configuration (init_module).
  */
 
 #include "ngx_http_throttle_module.h"
@@ -30,6 +33,7 @@ static char     *ngx_http_throttle_merge_loc_conf(ngx_conf_t *cf, void *parent,
 static ngx_int_t ngx_http_throttle_init(ngx_conf_t *cf) noexcept;
 static char     *ngx_http_throttle_redis(ngx_conf_t *cf, ngx_command_t *cmd,
                                          void *conf) noexcept;
+static ngx_int_t ngx_http_throttle_init_module(ngx_cycle_t *cycle) noexcept;
 static ngx_int_t ngx_http_throttle_init_process(ngx_cycle_t *cycle) noexcept;
 static void      ngx_http_throttle_exit_process(ngx_cycle_t *cycle) noexcept;
 
@@ -125,7 +129,7 @@ ngx_module_t ngx_http_throttle_module = {
     ngx_http_throttle_commands,     /* module directives */
     NGX_HTTP_MODULE,                /* module type */
     NULL,                           /* init master */
-    NULL,                           /* init module */
+    ngx_http_throttle_init_module,  /* init module */
     ngx_http_throttle_init_process, /* init process */
     NULL,                           /* init thread */
     NULL,                           /* exit thread */
@@ -373,6 +377,19 @@ ngx_http_throttle_cycle_main_conf(ngx_cycle_t *cycle) noexcept
 
     return (ngx_http_throttle_main_conf_t *)
         ngx_http_cycle_get_module_main_conf(cycle, ngx_http_throttle_module);
+}
+
+/*
+ * Runs in the master once per configuration loaded (start, reload, binary
+ * upgrade) and in "nginx -t"; never in workers, nor in "nginx -s".
+ */
+static ngx_int_t
+ngx_http_throttle_init_module(ngx_cycle_t *cycle) noexcept
+{
+    ngx_log_error(NGX_LOG_NOTICE, cycle->log, 0,
+                  "ngx_http_throttle_module " NGX_HTTP_THROTTLE_VERSION);
+
+    return NGX_OK;
 }
 
 static ngx_int_t

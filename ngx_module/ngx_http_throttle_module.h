@@ -28,7 +28,9 @@ extern "C" {
 
 extern "C" ngx_module_t ngx_http_throttle_module;
 
-/* The module's version, as throttle_metrics reports it (build_info). */
+/* The module's version: logged at each configuration load, reported by
+ * throttle_metrics (build_info), and the upstream version of the Debian
+ * package (debian/changelog; its build checks that they agree). */
 #define NGX_HTTP_THROTTLE_VERSION "0.1.0"
 
 /* $throttle_status values */

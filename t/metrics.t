@@ -12,19 +12,15 @@
 use strict;
 use warnings;
 
-use FindBin;
 use Test::More;
 
-use Processes qw(read_file);
 use Prometheus;
 use ThrottleTest;
 
 require_redis_module();
 
 # The version build_info reports: the module's define.
-our ($VERSION) = read_file("$FindBin::Bin/../ngx_module/ngx_http_throttle_module.h")
-    =~ /#define NGX_HTTP_THROTTLE_VERSION "([^"]+)"/
-    or BAIL_OUT('no NGX_HTTP_THROTTLE_VERSION in ngx_http_throttle_module.h');
+our $VERSION = module_version();
 
 # ---------------------------------------------------------------------------
 # Helpers (perl steps call them as main::name)

@@ -97,12 +97,16 @@ For tests that are not blocks (two nginx instances, say):
 C<require_redis_module()> skips the whole file when the module does not
 know C<throttle_redis> yet, and fails it when redis-server is missing.
 
+C<module_version()> is the module's version, as
+F<ngx_module/ngx_http_throttle_module.h> defines it.
+
 =cut
 
 use strict;
 use warnings;
 
 use Exporter 'import';
+use FindBin;
 use Processes qw(read_file children_of local_ports_of);
 use ThrottleTest::Blocks qw(run_blocks);
 use ThrottleTest::Http qw(http_request http_parallel connect_to http_read);
@@ -112,7 +116,7 @@ use ThrottleTest::Redis qw(require_redis_module);
 
 our @EXPORT = qw(run_blocks start_instance stop_instance with_instances
                  http_request http_parallel require_redis_module
-                 worker_ports);
+                 worker_ports module_version);
 
 # Test files also call ThrottleTest::connect_to, ThrottleTest::http_read
 # and ThrottleTest::nginx_cmd, imported above.
@@ -155,6 +159,14 @@ sub with_instances {
         Test::More::diag($@);
     }
     return map { stop_instance($_) } @nodes;
+}
+
+sub module_version {
+    my $header = "$FindBin::Bin/../ngx_module/ngx_http_throttle_module.h";
+    my ($version) = read_file($header)
+        =~ /^#define NGX_HTTP_THROTTLE_VERSION "([^"]+)"$/m
+        or die "no NGX_HTTP_THROTTLE_VERSION in $header\n";
+    return $version;
 }
 
 sub worker_ports {
