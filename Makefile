@@ -19,6 +19,11 @@
 #   make fuzz    the libFuzzer targets of t/fuzz/, FUZZ_SECONDS (60) each
 #   make delay-figure  a burst through delay= and limit_req's delay= side
 #                by side; writes docs/delay.png
+#   make deb     the Debian package libnginx-mod-http-throttle, into build/
+#   make test-deb  (root; make test runs it as root) installs the package
+#                into this machine's nginx, checks it, removes it
+#   make install / uninstall  the module built from source, where the
+#                package puts it (DESTDIR= for a staging tree)
 
 SHELL       := /bin/bash
 NGINX_SRC   ?= /usr/share/nginx/src
@@ -42,6 +47,8 @@ SOAK_DEPS   := $(CHAOS_DEPS) gnuplot-nox
 SANITIZE_DEPS := $(TEST_DEPS) libasan8 libubsan1
 FUZZ_DEPS   := cmake libssl-dev libhiredis-dev clang llvm libclang-rt-14-dev
 DELAY_FIGURE_DEPS := $(BUILD_DEPS) perl curl python3 gnuplot-nox
+DEB_DEPS    := dpkg-dev debhelper lintian
+TEST_DEB_DEPS := $(DEB_DEPS) curl python3
 
 CORE_SRCS   := $(wildcard src/throttle/*.cpp src/throttle/*.hpp src/scripts/*.lua \
                src/scripts/lib/*.lua \
@@ -70,7 +77,8 @@ NGX_CC_OPT  += -DNGX_HTTP_THROTTLE_COUNTERS=0
 endif
 
 .PHONY: all build core deps test unit integration demo demo-stop bench accuracy \
-        chaos soak sanitize sanitize-build fuzz delay-figure format clean
+        chaos soak sanitize sanitize-build fuzz delay-figure deb test-deb \
+        install uninstall format clean
 
 all: build
 
@@ -130,6 +138,8 @@ test: deps
 	@$(MAKE) --no-print-directory build
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory integration
+	@if [ "$$(id -u)" -eq 0 ]; then $(MAKE) --no-print-directory test-deb; \
+	 else echo "test: test-deb skipped (it installs a package: run as root)"; fi
 
 demo:
 	@scripts/deps.sh $(DEMO_DEPS)
@@ -216,6 +226,54 @@ delay-figure:
 	@scripts/deps.sh $(DELAY_FIGURE_DEPS)
 	@$(MAKE) --no-print-directory build
 	@NGINX_BIN=$(NGINX_BIN) MODULE=$(MODULE) scripts/delay_figure.sh
+
+# The Debian package (docs/packaging.md), built by scripts/deb.sh from a
+# copy of these files; its version is debian/changelog's.
+PACKAGE_FILES := CMakeLists.txt config cmake src ngx_module conf README.md \
+                 docs debian
+DEB_NAME    := libnginx-mod-http-throttle
+DEB_VERSION := $(shell sed -n '1s/^[^(]*(\([^)]*\)).*/\1/p' debian/changelog)
+DEB         := $(BUILD)/$(DEB_NAME)_$(DEB_VERSION)_$(shell dpkg --print-architecture).deb
+
+deb:
+	@scripts/deps.sh $(DEB_DEPS)
+	@$(MAKE) --no-print-directory $(DEB)
+
+$(DEB): $(shell find $(PACKAGE_FILES) -type f)
+	@BUILD=$(BUILD) scripts/deb.sh $(PACKAGE_FILES)
+
+test-deb:
+	@scripts/deps.sh $(TEST_DEB_DEPS)
+	@$(MAKE) --no-print-directory $(DEB)
+	@DEB=$(DEB) MAKE="$(MAKE)" scripts/test_deb.sh
+
+# Where the package puts the module, its load file, and the link that
+# Debian's nginx.conf loads it by (include modules-enabled/*.conf).
+MODULES_DIR    := /usr/lib/nginx/modules
+MODULE_LOAD    := /usr/share/nginx/modules-available/mod-http-throttle.conf
+MODULE_ENABLED := /etc/nginx/modules-enabled/50-mod-http-throttle.conf
+
+# Into the system itself, they would be the package's files: refused while
+# it is installed.
+define refuse_over_package
+	@if [ -z "$(DESTDIR)" ] && dpkg-query -W -f='$${Status}' $(DEB_NAME) \
+	        2>/dev/null | grep -q 'ok installed'; then \
+	    echo "$@: the package $(DEB_NAME) is installed (apt-get purge $(DEB_NAME))" >&2; \
+	    exit 1; \
+	fi
+endef
+
+install: build
+	$(refuse_over_package)
+	install -D -m 644 $(MODULE) $(DESTDIR)$(MODULES_DIR)/ngx_http_throttle_module.so
+	install -d $(DESTDIR)$(dir $(MODULE_LOAD)) $(DESTDIR)$(dir $(MODULE_ENABLED))
+	echo 'load_module modules/ngx_http_throttle_module.so;' > $(DESTDIR)$(MODULE_LOAD)
+	ln -sfn $(MODULE_LOAD) $(DESTDIR)$(MODULE_ENABLED)
+
+uninstall:
+	$(refuse_over_package)
+	rm -f $(DESTDIR)$(MODULE_ENABLED) $(DESTDIR)$(MODULE_LOAD) \
+	    $(DESTDIR)$(MODULES_DIR)/ngx_http_throttle_module.so
 
 format:
 	clang-format -i src/throttle/*.[ch]pp ngx_module/*.cpp ngx_module/*.h \
