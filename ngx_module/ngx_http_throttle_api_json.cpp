@@ -338,14 +338,6 @@ ngx_http_throttle_api_error(ngx_pool_t *pool, const ngx_str_t *error,
     return ngx_http_throttle_api_copy_out(pool, sb, json);
 }
 
-/* Microseconds as whole milliseconds, rounded up: a caller that waits
- * that long is never early. */
-static int64_t
-ngx_http_throttle_api_ms(int64_t us) noexcept
-{
-    return us <= 0 ? 0 : us / 1000 + (us % 1000 != 0);
-}
-
 /*
  * One check's answer: its zone's own verdict (as
  * nginx_throttle_requests_total counts it: a check that would pass in a
@@ -385,11 +377,11 @@ ngx_http_throttle_api_write_check(ngx_http_throttle_api_writer_t  &w,
     } figures[] = {
         {"limit", res.limit},
         {"remaining", res.remaining},
-        {"reset_after_ms", ngx_http_throttle_api_ms(res.reset_after_us)},
+        {"reset_after_ms", throttle::ceil_millis(res.reset_after_us)},
         {"retry_after_ms",
          res.retry_after_us < 0 ? -1
-                                : ngx_http_throttle_api_ms(res.retry_after_us)},
-        {"delay_ms", ngx_http_throttle_api_ms(check->wait)}};
+                                : throttle::ceil_millis(res.retry_after_us)},
+        {"delay_ms", throttle::ceil_millis(check->wait)}};
 
     for (const auto &f : figures) {
         w.Key(f.name);

@@ -340,8 +340,7 @@ ngx_http_throttle_pass(ngx_http_throttle_ctx_t   *ctx,
     }
 
     /* whole milliseconds (nginx's timers), rounded up */
-    ctx->delay =
-        (ngx_msec_t) (longest->wait / 1000 + (longest->wait % 1000 != 0));
+    ctx->delay = (ngx_msec_t) throttle::ceil_millis(longest->wait);
 
     /* as limit_req: a level below that of rejections */
     level =

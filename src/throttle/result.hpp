@@ -26,4 +26,11 @@ ceil_seconds(int64_t us) noexcept
     return us <= 0 ? 0 : us / 1'000'000 + (us % 1'000'000 != 0);
 }
 
+// Milliseconds, likewise: for nginx's timers and the decision endpoint.
+constexpr int64_t
+ceil_millis(int64_t us) noexcept
+{
+    return us <= 0 ? 0 : us / 1'000 + (us % 1'000 != 0);
+}
+
 } // namespace throttle

@@ -35,6 +35,17 @@ TEST(Headers, DesignExample)
     EXPECT_EQ(ratelimit_value("reply", r), "\"reply\";r=15;t=2");
 }
 
+TEST(Headers, MillisecondsRoundUp)
+{
+    EXPECT_EQ(ceil_millis(-1), 0);
+    EXPECT_EQ(ceil_millis(0), 0);
+    EXPECT_EQ(ceil_millis(1), 1);
+    EXPECT_EQ(ceil_millis(999), 1);
+    EXPECT_EQ(ceil_millis(1'000), 1);
+    EXPECT_EQ(ceil_millis(1'001), 2);
+    EXPECT_EQ(ceil_millis(INT64_MAX), INT64_MAX / 1'000 + 1);
+}
+
 TEST(Headers, SecondsRoundUp)
 {
     EXPECT_EQ(ceil_seconds(-1), 0);
