@@ -509,7 +509,7 @@ def cluster_note(runs, duration):
             "strict key's slot is that of its hash tag, an async shard's "
             "that of {zone:n}). Slot map reads (CLUSTER SLOTS or SHARDS: "
             "each worker reads the map every cluster_refresh, 10 s, and "
-            "after a MOVED, at most once a second) in the cluster rows: "
+            "after a MOVED, at most once in 100 ms) in the cluster rows: "
             "%d in %g s of wrk%s; they are not among the \"other "
             "commands\" above." % (reads, seconds,
                                    ", %.2f a second" % (reads / seconds)

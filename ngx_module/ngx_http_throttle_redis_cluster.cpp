@@ -247,8 +247,13 @@ ngx_http_throttle_redis_cluster_steer(ngx_http_throttle_redis_conn_t *conn,
         ngx_http_throttle_redis_cluster_refresh_soon(worker);
         break;
 
-    case throttle::ErrorKind::tryagain:
     case throttle::ErrorKind::clusterdown:
+        /* a master is gone: the map that names its replica is read as
+         * soon as one is promoted */
+        ngx_http_throttle_redis_cluster_refresh_soon(worker);
+        /* fall through */
+
+    case throttle::ErrorKind::tryagain:
         ngx_http_throttle_redis_conn_error(
             conn, NGX_HTTP_THROTTLE_REDIS_ERR_CLUSTERDOWN);
         break;

@@ -3,15 +3,21 @@
  * the 16384 slots, read with CLUSTER SLOTS (CLUSTER SHARDS where SLOTS
  * fails) from any node that answers, the configured ones included for
  * ever. The map is read when the worker starts, every "cluster_refresh",
- * after a node fails and after a MOVED, but never twice within a second.
+ * and soon after anything says it is out of date (a node fails, a MOVED,
+ * a CLUSTERDOWN, a former master's READONLY), but never twice within
+ * NGX_HTTP_THROTTLE_REDIS_REFRESH_GAP.
  */
 
 #include "ngx_http_throttle_redis_conn.h"
 
 #include "throttle/cluster.hpp"
 
-/* Refreshes of the map a MOVED or a failure asks for: one a second. */
-#define NGX_HTTP_THROTTLE_REDIS_REFRESH_GAP 1000 /* ms */
+/* Refreshes of the map that a failure or a redirection asks for: at most
+ * one per this many ms. While a master is gone, the requests for its
+ * slots keep asking, so the map that names its promoted replica is read
+ * at most this long after the survivors know of it; and a worker reads
+ * the map at most ten times a second, however many requests fail. */
+#define NGX_HTTP_THROTTLE_REDIS_REFRESH_GAP 100 /* ms */
 
 static void ngx_http_throttle_redis_cluster_ask(
     ngx_http_throttle_redis_worker_t *worker) noexcept;

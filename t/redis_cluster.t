@@ -13,6 +13,10 @@
 #   throttle_on_error within timeout, then decisions again within
 #   cluster-node-timeout + 2 s, no reload, no worker crash; the other
 #   masters' keys never get ERROR_*;
+# - failover timing, with Redis's default cluster-require-full-coverage
+#   (every node answers CLUSTERDOWN until the replica takes over): five
+#   kills, each time every key decided again within 250 ms of the replica
+#   saying role:master;
 # - password= and tls (a cluster of its own each).
 #
 # Plain Test::More: one cluster serves every part but the last two, which
@@ -30,6 +34,7 @@ use RedisCluster;
 use ThrottleTest;
 use ClusterTraffic qw(keys_on_master at_once tally hour_guard no_crash
                       traffic_around show part burst_is_exact);
+use Failover qw(when_true steady_rounds back_after median worst);
 
 require_redis_module();
 
@@ -255,6 +260,48 @@ sub failover_under_traffic {
               'failover: the same workers (no reload, no crash)');
 }
 
+# The replica of master $i, and a sub that waits for the moment it says
+# role:master (INFO replication, polled by a child of its own).
+sub watch_promotion {
+    my ($cluster, $i) = @_;
+    my $port = ($cluster->masters)[$i]->port;
+    my ($replica) = grep { my $r = $_->info('replication');
+                           $r->{role} eq 'slave' && $r->{master_port} == $port }
+                    $cluster->live_nodes;
+    my $promoted = when_true(sub {
+        delete $replica->{client};    # the parent's connection stays its own
+        return (eval { $replica->info('replication')->{role} } // '') eq 'master';
+    });
+    return ($replica, $promoted);
+}
+
+# Kills of master 0 under steady traffic (30 keys, 10 on each master, a
+# request each every 50 ms): each time, the seconds from the promotion of
+# its replica to the first round after which no request fell to
+# throttle_on_error; the killed master then comes back as a replica.
+sub failover_timing {
+    my ($cluster, $nodes, $kills) = @_;
+    my @keys = map { keys_on_master($cluster, $_, 10, "ft$_-") } 0 .. 2;
+    my @back;
+    for my $kill (1 .. $kills) {
+        my ($replica, $promoted) = watch_promotion($cluster, 0);
+        my $dead;
+        my ($rounds) = steady_rounds($nodes, '/many', \@keys, 5, 0.05, 1,
+                                     sub { $dead = $cluster->kill_master(0) });
+        my $at = $promoted->();
+        ok($at, "failover timing, kill $kill: the replica was promoted") or next;
+        my $back = back_after($rounds, $at);
+        ok(defined $back, "failover timing, kill $kill: decisions came back") or next;
+        cmp_ok($back, '<=', 0.25, "failover timing, kill $kill: every key decided again "
+               . 'within 250 ms of the promotion (s)');
+        push @back, $back;
+        ok($cluster->revive($dead), "failover timing, kill $kill: the old master is a replica again");
+    }
+    note(sprintf 'failover timing: decisions back %s ms after the promotion; median %.0f, worst %.0f',
+         join(' ', map { sprintf '%.0f', $_ * 1000 } @back), median(@back) * 1000, worst(@back) * 1000)
+        if @back;
+}
+
 # ---------------------------------------------------------------------------
 
 part('one cluster, two nginx', sub {
@@ -266,6 +313,14 @@ part('one cluster, two nginx', sub {
         part('a part', sub { $part->($cluster, \@nodes) });
     }
     no_crash($nodes[$_], 'node ' . ($_ + 1)) for 0, 1;
+    $cluster->stop;
+});
+
+part('failover timing, full coverage', sub {
+    my $cluster = RedisCluster->start(conf => ['cluster-require-full-coverage yes']);
+    my @nodes = start_nodes('cluster=' . $cluster->seeds);
+    failover_timing($cluster, \@nodes, 5);
+    no_crash($nodes[$_], 'failover timing, node ' . ($_ + 1)) for 0, 1;
     $cluster->stop;
 });
 

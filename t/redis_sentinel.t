@@ -9,7 +9,10 @@
 #   the switch: no write lost);
 # - master= a name the Sentinels do not know, and Sentinels that do not
 #   answer: clear log lines, throttle_on_error;
-# - password= with sentinel_password=, over TLS (a setup of its own).
+# - password= with sentinel_password=, over TLS (a setup of its own);
+# - failover timing: five kills of the master under steady traffic, each
+#   time every key decided again within 250 ms of the Sentinels announcing
+#   the new master (+switch-master, as a subscriber hears it).
 #
 # Plain Test::More: one setup serves the first parts (3 s to start).
 
@@ -24,6 +27,7 @@ use RedisSentinel;
 use ThrottleTest;
 use ClusterTraffic qw(at_once tally hour_guard no_crash traffic_around
                       show part burst_is_exact);
+use Failover qw(when_announced steady_rounds back_after median worst);
 
 require_redis_module();
 
@@ -134,6 +138,42 @@ part('one sentinel setup', sub {
     like($log, qr/no sentinel answered/, 'the log says: no sentinel answered');
     unlike($log, qr/sentinels do not know master\W+mymaster/,
            'mymaster is never said unknown');
+    $sentinel->stop;
+});
+
+# Kills of the master under steady traffic (30 keys, a request each every
+# 50 ms): each time, the seconds from "+switch-master" to the first round
+# after which no request fell to throttle_on_error; the killed master then
+# comes back as the replica.
+part('failover timing', sub {
+    my $sentinel = RedisSentinel->start;
+    my $node = start_instance(http_config => http_config($sentinel->sentinels, ''),
+                              config => $SERVER);
+    my @keys = map { "ft-$_" } 1 .. 30;
+    my @back;
+    for my $kill (1 .. 5) {
+        my $announced = when_announced($sentinel->{sentinel}[0]->port,
+                                       $sentinel->master_name);
+        my ($rounds, $killed) = steady_rounds([$node], '/many', \@keys, 8, 0.05, 1,
+                                              sub { $sentinel->kill_master });
+        my $at = $announced->();
+        ok($at, "failover timing, kill $kill: +switch-master announced") or last;
+        my $back = back_after($rounds, $at);
+        ok(defined $back, "failover timing, kill $kill: decisions came back") or do {
+            diag(sprintf "announced %.3f s after the kill; errors in the last rounds: %s",
+                 $at - $killed, join ' ', map { $_->{errors} } @$rounds[-10 .. -1]);
+            last;
+        };
+        cmp_ok($back, '<=', 0.25, "failover timing, kill $kill: every key decided again "
+               . 'within 250 ms of the announcement (s)');
+        push @back, $back;
+        $sentinel->wait_for_new_master;
+        $sentinel->revive;
+    }
+    note(sprintf 'failover timing: decisions back %s ms after +switch-master; median %.0f, worst %.0f',
+         join(' ', map { sprintf '%.0f', $_ * 1000 } @back), median(@back) * 1000, worst(@back) * 1000)
+        if @back;
+    no_crash($node, 'failover timing');
     $sentinel->stop;
 });
 

@@ -61,11 +61,12 @@ sub at_once {
 }
 
 # Rounds of requests (one per key of @$keys on $uri, to the nodes in
-# turn, all at once) for $seconds; $event->() runs once, $event_at
-# seconds in. Returns (the responses, each with {at}: when its round was
-# sent; the time the event ran).
+# turn, all at once) for $seconds, one every $period seconds if given,
+# else one after the other; $event->() runs once, $event_at seconds in.
+# Returns (the responses, each with {at}: when its round was sent; the
+# time the event ran).
 sub traffic_around {
-    my ($nodes, $uri, $keys, $seconds, $event_at, $event) = @_;
+    my ($nodes, $uri, $keys, $seconds, $event_at, $event, $period) = @_;
     my (@res, $event_time);
     my $t0 = time;
     while (time - $t0 < $seconds) {
@@ -76,6 +77,8 @@ sub traffic_around {
         my $sent = time;
         push @res, map { $_->{at} = $sent; $_ }
             at_once(map { [$nodes->[$_ % @$nodes], $uri, $keys->[$_]] } 0 .. $#$keys);
+        my $left = ($period // 0) - (time - $sent);
+        Time::HiRes::sleep($left) if $left > 0;
     }
     return (\@res, $event_time);
 }

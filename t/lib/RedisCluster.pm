@@ -23,6 +23,7 @@ RedisCluster - a Redis Cluster of real redis-server processes for tests
     $c->master_index_of_key('alice');   # its index in masters
     $c->slots_of($master);        # [[first, last], ...]
     $c->kill_master(0);           # SIGKILL; returns the dead master
+    $c->revive($dead);            # back, a replica again, in sync
     $c->wait_for_failover;        # until a replica serves its slots
     $c->reshard(from => 0, to => 1, slots => 100);          # blocking
     my $job = $c->reshard(from => 0, to => 1, slots => 100,
@@ -339,6 +340,20 @@ sub wait_for_failover {
         my ($any) = $self->live_nodes;
         my $owners = $self->slot_owners($any);
         return !grep({ !$self->node_at_port($_)->running } keys %$owners)
+            && $self->stable;
+    }, 0.05);
+}
+
+# A killed node started again (its nodes.conf kept): waits until it is a
+# replica whose link to its master is up and the cluster is stable, so
+# that its master may fail over again; true if it happened in time.
+sub revive {
+    my ($self, $node) = @_;
+    $node->restart;
+    return wait_until($TIMEOUT * 2, sub {
+        my $info = eval { $node->info('replication') } or return 0;
+        return ($info->{role} // '') eq 'slave'
+            && ($info->{master_link_status} // '') eq 'up'
             && $self->stable;
     }, 0.05);
 }

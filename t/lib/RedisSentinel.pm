@@ -25,6 +25,7 @@ RedisSentinel - a master, a replica and three Sentinels for tests
     $s->start_failover; ...; $s->finish_failover;   # the same, in two
     $s->kill_master;       # SIGKILL; returns the dead master
     $s->wait_for_new_master;         # until the replica is the master
+    $s->revive;            # the killed one back, replicating the new one
     $s->intact;            # master and replica both run
     $s->reset;             # FLUSHALL, CONFIG RESETSTAT
     $s->stop;              # every process (also done at END)
@@ -212,6 +213,19 @@ sub wait_for_new_master {
         or croak "no new master in time:\n" . $self->_report;
     @$self{qw(master replica)} = ($new, $self->{master});
     return $new;
+}
+
+# The old master killed before wait_for_new_master (the replica now)
+# started again, made a replica of the new master; waits until the
+# Sentinels see it so and its link is up, so that the master may fail over
+# again. Dies if that takes too long.
+sub revive {
+    my ($self) = @_;
+    $self->{replica}->restart;
+    $self->{replica}->cmd('REPLICAOF', '127.0.0.1', $self->{master}->port);
+    wait_until($TIMEOUT * 2, sub { $self->ready }, 0.05)
+        or croak "the old master did not follow the new one:\n" . $self->_report;
+    return $self;
 }
 
 # Whether the master and the replica both run (none killed by the test).
