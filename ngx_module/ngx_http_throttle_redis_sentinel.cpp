@@ -236,21 +236,39 @@ ngx_http_throttle_redis_resolve(ngx_http_throttle_redis_conn_t *conn) noexcept
 }
 
 /* A message on the watching connection: a sentinel has replaced a
- * master. If it is this one, the sentinels are asked where it is now, and
- * the connections to the old one close at once rather than at the next
- * reconnect (the old master may take writes for a while before it learns
- * it is a replica: they would be lost). */
+ * master. If it is this one, the connections to the old one close at once
+ * rather than at the next reconnect (the old master may take writes for a
+ * while before it learns it is a replica: they would be lost), and the
+ * next go to the address the message names: the sentinel that sent it has
+ * switched, where one asked now may not have heard of it yet. A message
+ * whose address cannot be used has the sentinels asked. */
 void
 ngx_http_throttle_redis_sentinel_news(ngx_http_throttle_redis_conn_t *conn,
                                       redisReply *reply) noexcept
 {
     ngx_http_throttle_redis_worker_t *worker = conn->node->worker;
+    throttle::MasterAddress           news;
+    ngx_sockaddr_t                    sa;
+    socklen_t                         len;
 
-    if (throttle::switches_master(
-            reply, ngx_http_throttle_sv(worker->backend->master)))
-    {
-        ngx_http_throttle_redis_ask_sentinels(worker);
+    news = throttle::read_switch_master(
+        reply, ngx_http_throttle_sv(worker->backend->master));
+
+    if (news.status == throttle::MasterAddress::Status::unknown) {
+        return;
     }
+
+    if (news.status == throttle::MasterAddress::Status::found
+        && ngx_http_throttle_redis_parse_address(news.address, NULL, &sa, &len))
+    {
+        ngx_http_throttle_redis_found(worker, &sa, len);
+        return;
+    }
+
+    ngx_http_throttle_redis_log_error(
+        worker, &conn->node->name,
+        "a +switch-master message names no address: asking the sentinels");
+    ngx_http_throttle_redis_ask_sentinels(worker);
 }
 
 /* SUBSCRIBE's answer: watching from now on; a switch missed while no

@@ -407,27 +407,41 @@ role_is_master(const redisReply *reply) noexcept
         && text_of(reply->element[0]) == "master";
 }
 
-} // namespace throttle
-
-namespace throttle {
-
-bool
-switches_master(const redisReply *reply, std::string_view master) noexcept
+MasterAddress
+read_switch_master(const redisReply *reply, std::string_view master) noexcept
 {
+    MasterAddress answer;
+    answer.status = MasterAddress::Status::unknown;
     if (reply == nullptr || reply->type != REDIS_REPLY_ARRAY
         || reply->elements != 3 || !is_string(reply->element[0])
         || !is_string(reply->element[1]) || !is_string(reply->element[2])
         || text_of(reply->element[0]) != "message"
         || text_of(reply->element[1]) != "+switch-master")
     {
-        return false;
+        return answer;
     }
 
+    // name, old host, old port, new host, new port
     std::string_view text = text_of(reply->element[2]);
-
-    return text.size() > master.size()
-        && text.substr(0, master.size()) == master
-        && text[master.size()] == ' ';
+    std::string_view words[5];
+    size_t           n = 0;
+    while (n < 5 && !text.empty()) {
+        const size_t space = text.find(' ');
+        words[n++] = text.substr(0, space);
+        text = space == std::string_view::npos ? std::string_view{}
+                                               : text.substr(space + 1);
+    }
+    if (n == 0 || words[0] != master) {
+        return answer;
+    }
+    if (n < 5 || !text.empty() || words[3].empty()
+        || !read_decimal(words[4], 1, kMaxPort, answer.address.port))
+    {
+        return MasterAddress{};
+    }
+    answer.status = MasterAddress::Status::found;
+    answer.address.host = words[3];
+    return answer;
 }
 
 } // namespace throttle

@@ -93,10 +93,14 @@ struct MasterAddress {
 
 MasterAddress read_master_address(const redisReply *reply) noexcept;
 
-// Whether a message a sentinel published on "+switch-master" ([message,
+// What a message a sentinel published on "+switch-master" ([message,
 // +switch-master, "<name> <old host> <old port> <new host> <new port>"])
-// says that the master called `master` was replaced.
-bool switches_master(const redisReply *reply, std::string_view master) noexcept;
+// says of the master called `master`: found, with its new address; unknown
+// if the message is of another master (or no such message); bad if it
+// names this master but not a new host and a port in 1..65535. The sentinel
+// that publishes it has switched already: the address needs no question.
+MasterAddress read_switch_master(const redisReply *reply,
+                                 std::string_view  master) noexcept;
 
 // Whether a ROLE reply says "master".
 bool role_is_master(const redisReply *reply) noexcept;

@@ -452,28 +452,53 @@ switch_message(std::string_view channel, std::string_view text)
     return resp + "\r\n";
 }
 
+// What read_switch_master() makes of a message: "found host:port",
+// "unknown" or "bad".
+std::string
+switch_news(const std::string &resp, std::string_view master)
+{
+    const MasterAddress news = read_switch_master(
+        resp.empty() ? nullptr : read_reply(resp).get(), master);
+    switch (news.status) {
+    case MasterAddress::Status::found:
+        return "found " + std::string(news.address.host) + ":"
+            + std::to_string(news.address.port);
+    case MasterAddress::Status::unknown:
+        return "unknown";
+    default:
+        return "bad";
+    }
+}
+
 TEST(Sentinel, SwitchMasterMessages)
 {
-    const std::string moved = "mm 127.0.0.1 7201 127.0.0.1 7202";
+    const std::string moved = "mm 127.0.0.1 7201 127.0.0.2 7202";
 
-    EXPECT_TRUE(switches_master(
-        read_reply(switch_message("+switch-master", moved)).get(), "mm"));
+    EXPECT_EQ(switch_news(switch_message("+switch-master", moved), "mm"),
+              "found 127.0.0.2:7202");
     // another master, one whose name starts alike, another channel
-    EXPECT_FALSE(switches_master(
-        read_reply(switch_message("+switch-master", moved)).get(), "other"));
-    EXPECT_FALSE(switches_master(
-        read_reply(switch_message("+switch-master", moved)).get(), "m"));
-    EXPECT_FALSE(switches_master(
-        read_reply(switch_message("+sdown", moved)).get(), "mm"));
-    EXPECT_FALSE(switches_master(
-        read_reply(switch_message("+switch-master", "mm")).get(), "mm"));
+    EXPECT_EQ(switch_news(switch_message("+switch-master", moved), "other"),
+              "unknown");
+    EXPECT_EQ(switch_news(switch_message("+switch-master", moved), "m"),
+              "unknown");
+    EXPECT_EQ(switch_news(switch_message("+sdown", moved), "mm"), "unknown");
+    // this master, but no new address that can be used
+    for (const char *text :
+         {"mm", "mm 127.0.0.1 7201", "mm 127.0.0.1 7201 127.0.0.2",
+          "mm 127.0.0.1 7201  7202", "mm 127.0.0.1 7201 127.0.0.2 0",
+          "mm 127.0.0.1 7201 127.0.0.2 65536", "mm 127.0.0.1 7201 h 72x2",
+          "mm 127.0.0.1 7201 127.0.0.2 7202 extra"})
+    {
+        EXPECT_EQ(switch_news(switch_message("+switch-master", text), "mm"),
+                  "bad")
+            << text;
+    }
     // SUBSCRIBE's own answer, and no message at all
-    EXPECT_FALSE(switches_master(
-        read_reply("*3\r\n$9\r\nsubscribe\r\n$14\r\n+switch-master\r\n"
-                   ":1\r\n")
-            .get(),
-        "mm"));
-    EXPECT_FALSE(switches_master(nullptr, "mm"));
+    EXPECT_EQ(switch_news("*3\r\n$9\r\nsubscribe\r\n$14\r\n+switch-master\r\n"
+                          ":1\r\n",
+                          "mm"),
+              "unknown");
+    EXPECT_EQ(switch_news("", "mm"), "unknown");
 }
 
 // --- redirections and other errors
