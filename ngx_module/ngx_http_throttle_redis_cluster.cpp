@@ -22,29 +22,28 @@
 /* Nodes a worker keeps for a Cluster, those it was given included. */
 #define NGX_HTTP_THROTTLE_REDIS_MAX_NODES 1024
 
-/* The node at the address a reply names, added if new; NULL if the
- * address cannot be used (logged) or out of memory. */
+/* The node at the address a reply of node "from" names, added if new; NULL
+ * if the address cannot be used (logged) or out of memory. */
 ngx_http_throttle_redis_node_t *
 ngx_http_throttle_redis_cluster_node(
     ngx_http_throttle_redis_worker_t *worker,
     const throttle::NodeAddress      &where,
-    ngx_http_throttle_redis_node_t   *asker) noexcept
+    ngx_http_throttle_redis_node_t   *from) noexcept
 {
     ngx_uint_t     i;
     ngx_sockaddr_t sa;
     socklen_t      len;
     ngx_addr_t     addr;
-    ngx_str_t      host;
-    u_char         text[NGX_SOCKADDR_STRLEN];
+    ngx_str_t      host = ngx_null_string;
     char           err[NGX_SOCKADDR_STRLEN + 128];
 
-    if (!ngx_http_throttle_redis_parse_address(where, asker, &sa, &len)) {
+    if (!ngx_http_throttle_redis_parse_address(where, &sa, &len)) {
         ngx_snprintf((u_char *) err, sizeof(err) - 1,
                      "a node is announced by name (\"%*s\"), not an "
                      "address: set cluster-preferred-endpoint-type ip%Z",
                      ngx_min(where.host.size(), (size_t) 64),
                      where.host.data());
-        ngx_http_throttle_redis_log_error(worker, &asker->name, err);
+        ngx_http_throttle_redis_log_error(worker, &from->name, err);
         return NULL;
     }
 
@@ -58,16 +57,15 @@ ngx_http_throttle_redis_cluster_node(
     }
 
     if (worker->nnodes >= NGX_HTTP_THROTTLE_REDIS_MAX_NODES) {
-        ngx_http_throttle_redis_log_error(worker, &asker->name,
+        ngx_http_throttle_redis_log_error(worker, &from->name,
                                           "too many cluster nodes");
         return NULL;
     }
 
     addr.sockaddr = &sa.sockaddr;
     addr.socklen = len;
-    host.data = text;
-    host.len = ngx_sock_ntop(&sa.sockaddr, len, text, sizeof(text), 0);
 
+    /* no host configured: its certificate is checked against its address */
     return ngx_http_throttle_redis_add_node(worker, &addr, &host, false);
 }
 
@@ -222,9 +220,10 @@ ngx_http_throttle_redis_cluster_steer(ngx_http_throttle_redis_conn_t *conn,
                                       redisReply *reply) noexcept
 {
     std::string_view                  text(reply->str, reply->len);
-    throttle::ErrorReply              error = throttle::read_error(text);
     ngx_http_throttle_redis_worker_t *worker = conn->node->worker;
     char                              err[256];
+    throttle::ErrorReply              error =
+        throttle::read_error(text, ngx_http_throttle_sv(conn->node->address));
 
     switch (error.kind) {
 

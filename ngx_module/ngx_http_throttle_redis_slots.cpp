@@ -8,6 +8,8 @@
 
 #include "ngx_http_throttle_redis_conn.h"
 
+#include "ngx_http_throttle_params.h"
+
 #include "throttle/cluster.hpp"
 
 /* Refreshes of the map a MOVED or a failure asks for: one a second. */
@@ -66,11 +68,12 @@ ngx_http_throttle_redis_read_map(ngx_http_throttle_redis_node_t *asker,
     }
 
     err = worker->slots.shards
-        ? throttle::read_cluster_shards(reply,
-                                        ngx_http_throttle_redis_map_range, &map,
-                                        worker->backend->tls)
-        : throttle::read_cluster_slots(reply, ngx_http_throttle_redis_map_range,
-                                       &map);
+        ? throttle::read_cluster_shards(
+            reply, ngx_http_throttle_sv(asker->address),
+            ngx_http_throttle_redis_map_range, &map, worker->backend->tls)
+        : throttle::read_cluster_slots(reply,
+                                       ngx_http_throttle_sv(asker->address),
+                                       ngx_http_throttle_redis_map_range, &map);
 
     if (err) {
         ngx_free(map.owner);
