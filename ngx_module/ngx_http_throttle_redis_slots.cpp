@@ -40,6 +40,10 @@ ngx_http_throttle_redis_map_range(void                      *data,
         return true; /* those slots have no master this worker can reach */
     }
 
+    if (!range.master_name.empty()) {
+        ngx_http_throttle_redis_cluster_name(node, range.master_name);
+    }
+
     index = ngx_http_throttle_redis_node_index(map->worker, node);
 
     for (unsigned slot = range.first; slot <= range.last; slot++) {

@@ -88,17 +88,19 @@ is_endpoint(const redisReply *reply) noexcept
 // knows ("?").
 bool
 locate_master(const redisReply *endpoint, const redisReply *ip,
-              std::string_view answering, NodeAddress &master) noexcept
+              std::string_view answering, SlotRange &range) noexcept
 {
     std::string_view host = text_of(endpoint);
     if (is_unknown(host)) {
         return false;
     }
     if (!host.empty() && is_string(ip) && ip->len != 0
-        && !is_unknown(text_of(ip))) {
+        && !is_unknown(text_of(ip)) && text_of(ip) != host)
+    {
+        range.master_name = host;
         host = text_of(ip);
     }
-    master.host = place_host(host, answering);
+    range.master.host = place_host(host, answering);
     return true;
 }
 
@@ -186,7 +188,7 @@ read_slots_entry(const redisReply *entry, std::string_view answering,
     const redisReply *ip = metadata != nullptr && is_flat_map(metadata)
         ? field(metadata, "ip")
         : nullptr;
-    if (!locate_master(master->element[0], ip, answering, range.master)) {
+    if (!locate_master(master->element[0], ip, answering, range)) {
         return nullptr;
     }
     return each(data, range) ? nullptr : "stopped";
@@ -277,7 +279,7 @@ read_shard(const redisReply *shard, std::string_view answering, bool tls,
         {
             return why;
         }
-        served = locate_master(endpoint, ip, answering, range.master);
+        served = locate_master(endpoint, ip, answering, range);
     }
 
     for (size_t i = 0; i < slots->elements; i += 2) {

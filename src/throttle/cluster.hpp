@@ -31,6 +31,9 @@ struct SlotRange {
     unsigned    first = 0;
     unsigned    last = 0;
     NodeAddress master;
+    // The host name the master is announced by, which MOVED and ASK give,
+    // when "master.host" is the ip beside it (below); else empty.
+    std::string_view master_name;
 };
 
 // Called for each range of a slot map, in the reply's order; false stops

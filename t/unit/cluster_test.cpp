@@ -478,6 +478,19 @@ TEST_F(RealCluster, EndpointTypes)
     EXPECT_EQ(slot_maps_of(nodes_[0].port()), expected);
     EXPECT_EQ(moved(),
               "node1.example:" + port_1 + " -> node1.example:" + port_1);
+    // and the name beside each address, as MOVED gives it
+    std::string named;
+    Reply       slots = read_reply(bytes);
+    read_cluster_slots(
+        slots.get(), kLoopback,
+        [](void *data, const SlotRange &range) {
+            *static_cast<std::string *>(data) +=
+                std::string(range.master_name) + " ";
+            return true;
+        },
+        &named);
+    EXPECT_EQ(named,
+              "node0.example node1.example node2.example node0.example ");
 }
 
 // --- sentinels and roles
@@ -772,6 +785,17 @@ ranges(const MapRead &read)
     return out;
 }
 
+// Each range's master_name, joined by ",".
+std::string
+names(const MapRead &read)
+{
+    std::string out;
+    for (const SlotRange &r : read.ranges) {
+        out += (&r == &read.ranges[0] ? "" : ",") + std::string(r.master_name);
+    }
+    return out;
+}
+
 MapRead
 slots_of(const std::string &resp)
 {
@@ -889,6 +913,8 @@ TEST(SlotsReply, AHostNameIsReadAsTheIpBesideIt)
               "30-39 redis-4.example:7000, "
               "40-49 redis-5.example:7000, "
               "50-59 redis-6.example:7000");
+    // the name MOVED gives, where the host is the ip beside it
+    EXPECT_EQ(names(read), "redis-1.example,,,,");
 }
 
 // A node of CLUSTER SHARDS: its fields, names and values as RESP.
@@ -1013,6 +1039,7 @@ TEST(ShardsReply, EndpointsAsInSlots)
               "0-9 10.9.9.9:7000, 10-19 10.9.9.9:7000, 30-39 10.0.0.4:7000, "
               "40-49 10.0.0.5:7000, 50-59 redis-6.example:7000");
     EXPECT_EQ(shards_of(reply).ranges[0].master.host.data(), kAnswering.data());
+    EXPECT_EQ(names(shards_of(reply)), ",,redis-4.example,,");
 }
 
 TEST(ShardsReply, Malformed)
