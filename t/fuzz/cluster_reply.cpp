@@ -9,9 +9,10 @@
 // Whatever the bytes, a reader answers without a crash and keeps its
 // promises: a range it gives is within the slots, first <= last, its
 // master's port in 1..65535 and its host neither empty nor "?", inside
-// the reply or kAnswering itself; a sentinel's address is found only with
-// a host and a port; a redirection has a slot and a port in range, its
-// host inside the text or kAnswering itself.
+// the reply or kAnswering itself, its name (if any) inside the reply and
+// not its host; a sentinel's address is found only with a host and a
+// port; a redirection has a slot and a port in range, its host inside the
+// text or kAnswering itself.
 #include "support.hpp"
 
 #include "throttle/cluster.hpp"
@@ -36,18 +37,19 @@ inside(std::string_view part, const char *begin, size_t len)
         || (part.data() >= begin && part.data() + part.size() <= begin + len);
 }
 
-// Each string of a reply, in order: where a range's host may point.
-template <typename Visit>
-void
-each_string(const redisReply *reply, Visit visit)
+// Whether `part` lies within one string of a reply.
+bool
+in_reply(std::string_view part, const redisReply *reply)
 {
     if (reply->type == REDIS_REPLY_ARRAY) {
         for (size_t i = 0; i < reply->elements; i++) {
-            each_string(reply->element[i], visit);
+            if (in_reply(part, reply->element[i])) {
+                return true;
+            }
         }
-    } else if (reply->str != nullptr) {
-        visit(reply->str, reply->len);
+        return false;
     }
+    return reply->str != nullptr && inside(part, reply->str, reply->len);
 }
 
 struct MapCheck {
@@ -66,13 +68,14 @@ check_range(void *data, const SlotRange &range)
            "a master's port is in 1..65535");
     expect(!range.master.host.empty() && range.master.host != "?",
            "a master's host is neither empty nor \"?\"");
-    bool found = is_answering(range.master.host);
-    each_string(check->reply, [&](const char *s, size_t len) {
-        found = found || inside(range.master.host, s, len);
-    });
-    expect(found,
+    expect(is_answering(range.master.host)
+               || in_reply(range.master.host, check->reply),
            "a master's host points into the reply or is the "
            "answering node's");
+    expect(range.master_name.empty()
+               || (in_reply(range.master_name, check->reply)
+                   && range.master_name != range.master.host),
+           "a master's name points into the reply, beside another host");
     // the callback may stop the reading: every 7th range does
     check->stopped = ++check->ranges % 7 == 0;
     return !check->stopped;
