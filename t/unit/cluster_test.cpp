@@ -364,6 +364,48 @@ class RealCluster : public testing::Test {
         return owners;
     }
 
+    // CONFIG SET on node i: whether it took it.
+    bool set(size_t i, const std::string &name, const std::string &value)
+    {
+        Reply r = command(nodes_[i].context(), {"CONFIG", "SET", name, value});
+        return r && r->type == REDIS_REPLY_STATUS;
+    }
+
+    // What node 0 answers `key` of another node's slot, read:
+    // "<host:port as Redis gave it> -> <host:port as read_error() read it>".
+    std::string moved_from_0(const std::string &key)
+    {
+        Reply r = ask(nodes_[0].port(), {"GET", key});
+        EXPECT_EQ(r->type, REDIS_REPLY_ERROR);
+        const std::string text(r->str, r->len);
+        const ErrorReply  e = read_error(text, kLoopback);
+        EXPECT_EQ(e.kind, ErrorKind::moved) << text;
+        return text.substr(text.rfind(' ') + 1) + " -> "
+            + std::string(e.target.host) + ":" + std::to_string(e.target.port);
+    }
+
+    // Whether node 0 knows `n` host names (its own among them) within 5 s:
+    // the others' come with their pings.
+    bool names_reach_node_0(size_t n)
+    {
+        for (int i = 0; i < 500; i++) {
+            Reply r = command(nodes_[0].context(), {"CLUSTER", "NODES"});
+            std::string_view nodes(r->str, r->len);
+            size_t           count = 0;
+            for (size_t at = nodes.find(".example");
+                 at != std::string_view::npos;
+                 at = nodes.find(".example", at + 1))
+            {
+                count++;
+            }
+            if (count == n) {
+                return true;
+            }
+            testing_support::sleep_ms(10);
+        }
+        return false;
+    }
+
     TempDir                           dir_;
     std::array<RedisServer, kMasters> nodes_;
     std::array<int, kMasters>         buses_{};
@@ -408,75 +450,36 @@ TEST_F(RealCluster, EndpointTypes)
 {
     const std::map<unsigned, std::string> expected = slot_owners(nodes_[0]);
     const std::string port_1 = std::to_string(nodes_[1].port());
-    std::string       key = "k";
+    std::string       key = "k"; // a key of node 1's slots
     while (key_slot(key) < 4001 || key_slot(key) > 9000) {
         key += "k";
     }
-    auto endpoint_type = [&](const char *type) {
-        Reply r =
-            command(nodes_[0].context(),
-                    {"CONFIG", "SET", "cluster-preferred-endpoint-type", type});
-        ASSERT_TRUE(r && r->type == REDIS_REPLY_STATUS) << type;
-    };
-    auto moved = [&]() {
-        Reply r = ask(nodes_[0].port(), {"GET", key});
-        EXPECT_EQ(r->type, REDIS_REPLY_ERROR);
-        const std::string text(r->str, r->len);
-        const ErrorReply  e = read_error(text, kLoopback);
-        EXPECT_EQ(e.kind, ErrorKind::moved) << text;
-        return text.substr(text.rfind(' ') + 1) + " -> "
-            + std::string(e.target.host) + ":" + std::to_string(e.target.port);
-    };
 
     // nil in the maps, no host in MOVED: node 0's own address
-    endpoint_type("unknown-endpoint");
+    ASSERT_TRUE(set(0, "cluster-preferred-endpoint-type", "unknown-endpoint"));
     EXPECT_EQ(slot_maps_of(nodes_[0].port()), expected);
-    EXPECT_EQ(moved(), ":" + port_1 + " -> 127.0.0.1:" + port_1);
+    EXPECT_EQ(moved_from_0(key), ":" + port_1 + " -> 127.0.0.1:" + port_1);
 
     // host names, node 1's not announced yet: "?", its slots skipped
-    endpoint_type("hostname");
+    ASSERT_TRUE(set(0, "cluster-preferred-endpoint-type", "hostname"));
+    ASSERT_TRUE(set(0, "cluster-announce-hostname", "node0.example"));
+    ASSERT_TRUE(set(2, "cluster-announce-hostname", "node2.example"));
+    ASSERT_TRUE(names_reach_node_0(2));
     std::map<unsigned, std::string> known = expected;
     for (unsigned s = 4001; s <= 9000; s++) {
         known.erase(s);
     }
-    for (size_t i : {0, 2}) {
-        Reply r = command(nodes_[i].context(),
-                          {"CONFIG", "SET", "cluster-announce-hostname",
-                           "node" + std::to_string(i) + ".example"});
-        ASSERT_TRUE(r && r->type == REDIS_REPLY_STATUS);
-    }
-    // (the other nodes' names come to node 0 with their pings)
-    auto names_known = [&](size_t n) {
-        Reply       r = command(nodes_[0].context(), {"CLUSTER", "NODES"});
-        std::string nodes(r->str, r->len);
-        size_t      count = 0;
-        for (size_t at = 0; (at = nodes.find(".example", at)) != nodes.npos;
-             at++) {
-            count++;
-        }
-        return count == n;
-    };
-    for (int i = 0; i < 500 && !names_known(2); i++) {
-        testing_support::sleep_ms(10);
-    }
-    ASSERT_TRUE(names_known(2)) << "the names did not reach node 0 in 5 s";
     EXPECT_EQ(slot_maps_of(nodes_[0].port()), known);
-    EXPECT_EQ(moved(), "?:" + port_1 + " -> ?:" + port_1);
+    EXPECT_EQ(moved_from_0(key), "?:" + port_1 + " -> ?:" + port_1);
 
     // every name announced: each map gives the ip beside it, MOVED the name
-    Reply r = command(
-        nodes_[1].context(),
-        {"CONFIG", "SET", "cluster-announce-hostname", "node1.example"});
-    ASSERT_TRUE(r && r->type == REDIS_REPLY_STATUS);
-    for (int i = 0; i < 500 && !names_known(3); i++) {
-        testing_support::sleep_ms(10);
-    }
-    ASSERT_TRUE(names_known(3)) << "the names did not reach node 0 in 5 s";
+    ASSERT_TRUE(set(1, "cluster-announce-hostname", "node1.example"));
+    ASSERT_TRUE(names_reach_node_0(3));
     const std::string bytes = raw_reply(nodes_[0].port(), {"CLUSTER", "SLOTS"});
     EXPECT_NE(bytes.find("$13\r\nnode1.example\r\n:" + port_1), bytes.npos)
         << bytes;
     EXPECT_EQ(slot_maps_of(nodes_[0].port()), expected);
-    EXPECT_EQ(moved(),
+    EXPECT_EQ(moved_from_0(key),
               "node1.example:" + port_1 + " -> node1.example:" + port_1);
     // and the name beside each address, as MOVED gives it
     std::string named;
