@@ -152,7 +152,8 @@ ngx_http_throttle_redis_add_node(ngx_http_throttle_redis_worker_t *worker,
     return node;
 }
 
-/* Where a node is: its address and the name the log gives it. */
+/* Where a node is: its address, as a socket address and as text, and the
+ * name the log gives it. */
 void
 ngx_http_throttle_redis_set_address(ngx_http_throttle_redis_node_t *node,
                                     struct sockaddr                *sockaddr,
@@ -163,32 +164,24 @@ ngx_http_throttle_redis_set_address(ngx_http_throttle_redis_node_t *node,
     node->name.data = node->text;
     node->name.len =
         ngx_sock_ntop(sockaddr, socklen, node->text, NGX_SOCKADDR_STRLEN, 1);
+    node->address.data = node->address_text;
+    node->address.len = ngx_sock_ntop(sockaddr, socklen, node->address_text,
+                                      NGX_SOCKADDR_STRLEN, 0);
 }
 
 /* The address a reply names, as a socket address; the host must be an IP
  * address (a node announced by a host name would need a blocking DNS
- * lookup), or empty: the host of the node that answered ("asker", if
- * any). */
+ * lookup). */
 bool
-ngx_http_throttle_redis_parse_address(const throttle::NodeAddress    &where,
-                                      ngx_http_throttle_redis_node_t *asker,
-                                      ngx_sockaddr_t                 *sa,
-                                      socklen_t *len) noexcept
+ngx_http_throttle_redis_parse_address(const throttle::NodeAddress &where,
+                                      ngx_sockaddr_t              *sa,
+                                      socklen_t                   *len) noexcept
 {
     in_addr_t addr;
 
-    if (where.host.empty()) {
-        if (asker == NULL) {
-            return false;
-        }
+    addr = ngx_inet_addr((u_char *) where.host.data(), where.host.size());
 
-        ngx_memcpy(sa, &asker->sockaddr, asker->socklen);
-        *len = asker->socklen;
-
-    } else if ((addr = ngx_inet_addr((u_char *) where.host.data(),
-                                     where.host.size()))
-               != INADDR_NONE)
-    {
+    if (addr != INADDR_NONE) {
         ngx_memzero(sa, sizeof(struct sockaddr_in));
         sa->sockaddr_in.sin_family = AF_INET;
         sa->sockaddr_in.sin_addr.s_addr = addr;

@@ -8,6 +8,8 @@
 
 #include "ngx_http_throttle_redis_conn.h"
 
+#include "ngx_http_throttle_params.h"
+
 #include "throttle/clock.hpp"
 #include "throttle/cluster.hpp"
 
@@ -435,7 +437,9 @@ ngx_http_throttle_redis_steer(ngx_http_throttle_redis_conn_t *conn,
                               redisReply                     *reply) noexcept
 {
     if (!cmd->sent_source
-        && throttle::read_error({reply->str, (size_t) reply->len}).kind
+        && throttle::read_error({reply->str, (size_t) reply->len},
+                                ngx_http_throttle_sv(conn->node->address))
+                .kind
             == throttle::ErrorKind::noscript)
     {
         ngx_http_throttle_redis_conn_error(

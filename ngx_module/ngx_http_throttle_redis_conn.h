@@ -36,6 +36,10 @@ typedef enum {
 
 typedef struct ngx_http_throttle_redis_node_s ngx_http_throttle_redis_node_t;
 
+/* The longest host name a Cluster node announces: Redis takes fewer than
+ * 256 characters. */
+#define NGX_HTTP_THROTTLE_REDIS_NAME_LEN 255
+
 typedef struct {
     ngx_http_throttle_redis_node_t *node;
     ngx_peer_connection_t           peer;
@@ -59,8 +63,10 @@ typedef struct {
  * the sentinels name, or a sentinel. Failures back off per node. */
 struct ngx_http_throttle_redis_node_s {
     ngx_http_throttle_redis_worker_t *worker;
-    ngx_str_t                         name; /* host:port, for the log */
-    ngx_str_t                         host; /* what a certificate is for */
+    ngx_str_t                         name;      /* host:port, for the log */
+    ngx_str_t                         address;   /* IP address, no port */
+    ngx_str_t                         host;      /* what a certificate is for */
+    ngx_str_t                         announced; /* its name in a slot map */
     ngx_sockaddr_t                    sockaddr;
     socklen_t                         socklen;      /* 0: no address yet */
     unsigned                          sentinel : 1; /* asked, not used */
@@ -72,6 +78,8 @@ struct ngx_http_throttle_redis_node_s {
     ngx_msec_t probed_at; /* a Cluster node that failed: when a request
                              last asked another node about its slots */
     u_char text[NGX_SOCKADDR_STRLEN + 1];
+    u_char address_text[NGX_SOCKADDR_STRLEN];
+    u_char announced_text[NGX_HTTP_THROTTLE_REDIS_NAME_LEN];
 };
 
 /* A Cluster's slot map, as this worker knows it. */
@@ -179,9 +187,9 @@ namespace throttle {
 struct NodeAddress;
 }
 
-bool ngx_http_throttle_redis_parse_address(
-    const throttle::NodeAddress &where, ngx_http_throttle_redis_node_t *asker,
-    ngx_sockaddr_t *sa, socklen_t *len) noexcept;
+bool ngx_http_throttle_redis_parse_address(const throttle::NodeAddress &where,
+                                           ngx_sockaddr_t              *sa,
+                                           socklen_t *len) noexcept;
 
 ngx_http_throttle_redis_conn_t *
 ngx_http_throttle_redis_pick(ngx_http_throttle_redis_node_t *node) noexcept;
@@ -261,7 +269,10 @@ bool ngx_http_throttle_redis_cluster_steer(ngx_http_throttle_redis_conn_t *conn,
 ngx_http_throttle_redis_node_t *ngx_http_throttle_redis_cluster_node(
     ngx_http_throttle_redis_worker_t *worker,
     const throttle::NodeAddress      &where,
-    ngx_http_throttle_redis_node_t   *asker) noexcept;
+    ngx_http_throttle_redis_node_t   *from) noexcept;
+
+void ngx_http_throttle_redis_cluster_name(ngx_http_throttle_redis_node_t *node,
+                                          std::string_view name) noexcept;
 
 uint16_t ngx_http_throttle_redis_node_index(
     ngx_http_throttle_redis_worker_t *worker,

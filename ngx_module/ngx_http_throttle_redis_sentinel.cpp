@@ -139,8 +139,7 @@ ngx_http_throttle_redis_sentinel_read(void *data, redisReply *reply,
         answer = throttle::read_master_address(reply);
 
         if (answer.status == throttle::MasterAddress::Status::found
-            && ngx_http_throttle_redis_parse_address(answer.address, NULL, &sa,
-                                                     &len))
+            && ngx_http_throttle_redis_parse_address(answer.address, &sa, &len))
         {
             worker->resolver.resolving = 0;
             ngx_http_throttle_redis_front(worker, sentinel);
@@ -259,7 +258,7 @@ ngx_http_throttle_redis_sentinel_news(ngx_http_throttle_redis_conn_t *conn,
     }
 
     if (news.status == throttle::MasterAddress::Status::found
-        && ngx_http_throttle_redis_parse_address(news.address, NULL, &sa, &len))
+        && ngx_http_throttle_redis_parse_address(news.address, &sa, &len))
     {
         ngx_http_throttle_redis_found(worker, &sa, len);
         return;
@@ -351,7 +350,10 @@ ngx_http_throttle_redis_sentinel_steer(ngx_http_throttle_redis_conn_t *conn,
     std::string_view text(reply->str, reply->len);
     char             err[256];
 
-    switch (throttle::read_error(text).kind) {
+    switch (
+        throttle::read_error(text, ngx_http_throttle_sv(conn->node->address))
+            .kind)
+    {
 
     case throttle::ErrorKind::readonly:
     case throttle::ErrorKind::loading:

@@ -10,6 +10,8 @@
 
 #include "ngx_http_throttle_redis_conn.h"
 
+#include "ngx_http_throttle_params.h"
+
 #include "throttle/cluster.hpp"
 
 /* Refreshes of the map that a failure or a redirection asks for: at most
@@ -44,6 +46,10 @@ ngx_http_throttle_redis_map_range(void                      *data,
         return true; /* those slots have no master this worker can reach */
     }
 
+    if (!range.master_name.empty()) {
+        ngx_http_throttle_redis_cluster_name(node, range.master_name);
+    }
+
     index = ngx_http_throttle_redis_node_index(map->worker, node);
 
     for (unsigned slot = range.first; slot <= range.last; slot++) {
@@ -72,11 +78,12 @@ ngx_http_throttle_redis_read_map(ngx_http_throttle_redis_node_t *asker,
     }
 
     err = worker->slots.shards
-        ? throttle::read_cluster_shards(reply,
-                                        ngx_http_throttle_redis_map_range, &map,
-                                        worker->backend->tls)
-        : throttle::read_cluster_slots(reply, ngx_http_throttle_redis_map_range,
-                                       &map);
+        ? throttle::read_cluster_shards(
+            reply, ngx_http_throttle_sv(asker->address),
+            ngx_http_throttle_redis_map_range, &map, worker->backend->tls)
+        : throttle::read_cluster_slots(reply,
+                                       ngx_http_throttle_sv(asker->address),
+                                       ngx_http_throttle_redis_map_range, &map);
 
     if (err) {
         ngx_free(map.owner);

@@ -10,11 +10,10 @@
 #if (NGX_SSL)
 
 /* The name the certificate must be for, also sent as SNI: tls_name=, or
- * the host the node was configured or announced by, or (a master the
- * sentinels named) its address, written into "buf". */
+ * the host the node was configured by, or (a node a cluster announced, a
+ * master the sentinels named) its address. */
 static ngx_str_t *
-ngx_http_throttle_redis_tls_name(ngx_http_throttle_redis_node_t *node,
-                                 ngx_str_t                      *buf) noexcept
+ngx_http_throttle_redis_tls_name(ngx_http_throttle_redis_node_t *node) noexcept
 {
     ngx_http_throttle_redis_t *backend = node->worker->backend;
 
@@ -26,9 +25,7 @@ ngx_http_throttle_redis_tls_name(ngx_http_throttle_redis_node_t *node,
         return &node->host;
     }
 
-    buf->len = ngx_sock_ntop(&node->sockaddr.sockaddr, node->socklen, buf->data,
-                             NGX_SOCKADDR_STRLEN, 0);
-    return buf;
+    return &node->address;
 }
 
 static bool
@@ -80,15 +77,13 @@ static void
 ngx_http_throttle_redis_handshaked(ngx_connection_t *c) noexcept
 {
     long                            rc;
-    ngx_str_t                      *name, buf;
+    ngx_str_t                      *name;
     ngx_http_throttle_redis_conn_t *conn;
     ngx_http_throttle_redis_t      *backend;
     char                            err[256];
-    u_char                          text[NGX_SOCKADDR_STRLEN];
 
     conn = (ngx_http_throttle_redis_conn_t *) c->data;
     backend = conn->node->worker->backend;
-    buf.data = text;
 
     /* the reasons go through fail(), whose log line is limited to one a
      * second: a bad certificate fails every reconnect */
@@ -113,7 +108,7 @@ ngx_http_throttle_redis_handshaked(ngx_connection_t *c) noexcept
             return;
         }
 
-        name = ngx_http_throttle_redis_tls_name(conn->node, &buf);
+        name = ngx_http_throttle_redis_tls_name(conn->node);
 
         if (ngx_http_throttle_redis_check_name(c, name) != NGX_OK) {
             ngx_snprintf((u_char *) err, sizeof(err) - 1,
@@ -134,11 +129,10 @@ void
 ngx_http_throttle_redis_start_tls(ngx_http_throttle_redis_conn_t *conn) noexcept
 {
     ngx_int_t                  rc;
-    ngx_str_t                 *name, buf;
+    ngx_str_t                 *name;
     ngx_connection_t          *c = conn->peer.connection;
     ngx_http_throttle_redis_t *backend = conn->node->worker->backend;
     u_char                     sni[256];
-    u_char                     text[NGX_SOCKADDR_STRLEN];
 
     if (ngx_ssl_create_connection(backend->ssl, c,
                                   NGX_SSL_BUFFER | NGX_SSL_CLIENT)
@@ -150,8 +144,7 @@ ngx_http_throttle_redis_start_tls(ngx_http_throttle_redis_conn_t *conn) noexcept
         return;
     }
 
-    buf.data = text;
-    name = ngx_http_throttle_redis_tls_name(conn->node, &buf);
+    name = ngx_http_throttle_redis_tls_name(conn->node);
 
     /* SNI takes a host name, not an address */
     if (name->len && name->len < sizeof(sni)

@@ -60,15 +60,48 @@ read_decimal(std::string_view digits, unsigned low, unsigned high,
     return v >= low;
 }
 
-// Whether a node's host says where it is. Redis gives "?" for a node
-// configured to announce a hostname it lacks: no one knows. An empty host
-// ("", a node that does not know its own address yet) or nil (CLUSTER
-// SLOTS told to announce no endpoint) means the node that answered, at the
-// port given: the empty host the reader passes on.
+// "?": a node configured to announce a host name it lacks.
 bool
-known_endpoint(const redisReply *host) noexcept
+is_unknown(std::string_view host) noexcept
 {
-    return host->type == REDIS_REPLY_NIL || text_of(host) != "?";
+    return host == "?";
+}
+
+// A host as cluster.hpp reads it: `answering` in the place of an empty
+// one (nil reads as empty).
+std::string_view
+place_host(std::string_view host, std::string_view answering) noexcept
+{
+    return host.empty() ? answering : host;
+}
+
+// What an endpoint may be: a string, or nil.
+bool
+is_endpoint(const redisReply *reply) noexcept
+{
+    return is_string(reply)
+        || (reply != nullptr && reply->type == REDIS_REPLY_NIL);
+}
+
+// Where a master of a slot map is, from its endpoint and the "ip" the reply
+// gives beside it (null if none), as cluster.hpp says: false if no one
+// knows ("?").
+bool
+locate_master(const redisReply *endpoint, const redisReply *ip,
+              std::string_view answering, SlotRange &range) noexcept
+{
+    std::string_view host = text_of(endpoint);
+    if (is_unknown(host)) {
+        return false;
+    }
+    if (!host.empty() && is_string(ip) && ip->len != 0
+        && !is_unknown(text_of(ip)) && text_of(ip) != host)
+    {
+        range.master_name = host;
+        host = text_of(ip);
+    }
+    range.master.host = place_host(host, answering);
+    return true;
 }
 
 const char *
@@ -84,41 +117,6 @@ read_bounds(const redisReply *first, const redisReply *last,
         return "unexpected slot map: a range ends before it starts";
     }
     return nullptr;
-}
-
-// One entry of CLUSTER SLOTS: [first, last, [host, port, id, ...],
-// replicas...].
-const char *
-read_slots_entry(const redisReply *entry, SlotRangeFn each, void *data) noexcept
-{
-    if (entry->type != REDIS_REPLY_ARRAY || entry->elements < 3) {
-        return "unexpected reply to CLUSTER SLOTS: an entry is not "
-               "[first, last, master, ...]";
-    }
-    SlotRange range;
-    if (const char *why =
-            read_bounds(entry->element[0], entry->element[1], range)) {
-        return why;
-    }
-
-    const redisReply *master = entry->element[2];
-    if (master->type != REDIS_REPLY_ARRAY || master->elements < 2) {
-        return "unexpected reply to CLUSTER SLOTS: a master is not "
-               "[host, port, ...]";
-    }
-    const redisReply *host = master->element[0];
-    if (host->type != REDIS_REPLY_STRING && host->type != REDIS_REPLY_NIL) {
-        return "unexpected reply to CLUSTER SLOTS: a host is not a string";
-    }
-    if (!read_integer(master->element[1], 1, kMaxPort, range.master.port)) {
-        return "unexpected reply to CLUSTER SLOTS: a port is not in "
-               "1..65535";
-    }
-    if (!known_endpoint(host)) {
-        return nullptr;
-    }
-    range.master.host = text_of(host);
-    return each(data, range) ? nullptr : "stopped";
 }
 
 // A RESP2 map: an array of names (strings) and values.
@@ -156,6 +154,46 @@ field_is(const redisReply *map, std::string_view name,
     return is_string(v) && text_of(v) == value;
 }
 
+// One entry of CLUSTER SLOTS: [first, last, [endpoint, port, id,
+// metadata, ...], replicas...], where the metadata (Redis 7) is a flat map
+// with the "ip" when the endpoint is not it.
+const char *
+read_slots_entry(const redisReply *entry, std::string_view answering,
+                 SlotRangeFn each, void *data) noexcept
+{
+    if (entry->type != REDIS_REPLY_ARRAY || entry->elements < 3) {
+        return "unexpected reply to CLUSTER SLOTS: an entry is not "
+               "[first, last, master, ...]";
+    }
+    SlotRange range;
+    if (const char *why =
+            read_bounds(entry->element[0], entry->element[1], range)) {
+        return why;
+    }
+
+    const redisReply *master = entry->element[2];
+    if (master->type != REDIS_REPLY_ARRAY || master->elements < 2) {
+        return "unexpected reply to CLUSTER SLOTS: a master is not "
+               "[host, port, ...]";
+    }
+    if (!is_endpoint(master->element[0])) {
+        return "unexpected reply to CLUSTER SLOTS: a host is not a string";
+    }
+    if (!read_integer(master->element[1], 1, kMaxPort, range.master.port)) {
+        return "unexpected reply to CLUSTER SLOTS: a port is not in "
+               "1..65535";
+    }
+    const redisReply *metadata =
+        master->elements >= 4 ? master->element[3] : nullptr;
+    const redisReply *ip = metadata != nullptr && is_flat_map(metadata)
+        ? field(metadata, "ip")
+        : nullptr;
+    if (!locate_master(master->element[0], ip, answering, range)) {
+        return nullptr;
+    }
+    return each(data, range) ? nullptr : "stopped";
+}
+
 // The master of a shard's nodes whose health is "online", or null (a
 // shard whose master failed and has no replica promoted yet).
 const char *
@@ -183,17 +221,19 @@ find_online_master(const redisReply *nodes, const redisReply *&master) noexcept
     return nullptr;
 }
 
-// A node's host ("ip", else "endpoint") and port ("tls-port" over TLS when
-// it has one, else "port").
+// A node's endpoint ("endpoint", else, for a node that gives none, "ip"),
+// the "ip" beside it, and its port ("tls-port" over TLS when it has one,
+// else "port").
 const char *
-read_node_address(const redisReply *node, bool tls, const redisReply *&host,
-                  unsigned &port) noexcept
+read_node_address(const redisReply *node, bool tls, const redisReply *&endpoint,
+                  const redisReply *&ip, unsigned &port) noexcept
 {
-    host = field(node, "ip");
-    if (host == nullptr) {
-        host = field(node, "endpoint");
+    ip = field(node, "ip");
+    endpoint = field(node, "endpoint");
+    if (endpoint == nullptr) {
+        endpoint = ip;
     }
-    if (!is_string(host)) {
+    if (!is_endpoint(endpoint)) {
         return "unexpected reply to CLUSTER SHARDS: a master has no ip or "
                "endpoint";
     }
@@ -212,8 +252,8 @@ read_node_address(const redisReply *node, bool tls, const redisReply *&host,
 // [node...]]. Its ranges go to its online master, if it has one with a
 // known endpoint.
 const char *
-read_shard(const redisReply *shard, bool tls, SlotRangeFn each,
-           void *data) noexcept
+read_shard(const redisReply *shard, std::string_view answering, bool tls,
+           SlotRangeFn each, void *data) noexcept
 {
     if (!is_flat_map(shard)) {
         return "unexpected reply to CLUSTER SHARDS: a shard is not a map";
@@ -230,16 +270,17 @@ read_shard(const redisReply *shard, bool tls, SlotRangeFn each,
         return why;
     }
 
-    SlotRange         range;
-    const redisReply *host = nullptr;
+    SlotRange range;
+    bool      served = false;
     if (master != nullptr) {
+        const redisReply *endpoint, *ip;
         if (const char *why =
-                read_node_address(master, tls, host, range.master.port)) {
+                read_node_address(master, tls, endpoint, ip, range.master.port))
+        {
             return why;
         }
-        range.master.host = text_of(host);
+        served = locate_master(endpoint, ip, answering, range);
     }
-    const bool served = host != nullptr && known_endpoint(host);
 
     for (size_t i = 0; i < slots->elements; i += 2) {
         if (const char *why =
@@ -271,7 +312,8 @@ read_map_reply(const redisReply *reply, const char *not_an_array) noexcept
 // "<slot> <host>:<port>", the rest of a MOVED or ASK; the port follows the
 // last colon (an IPv6 host has colons of its own).
 bool
-read_redirection(std::string_view rest, ErrorReply &error) noexcept
+read_redirection(std::string_view rest, std::string_view answering,
+                 ErrorReply &error) noexcept
 {
     const size_t space = rest.find(' ');
     if (space == std::string_view::npos) {
@@ -284,7 +326,7 @@ read_redirection(std::string_view rest, ErrorReply &error) noexcept
     {
         return false;
     }
-    error.target.host = address.substr(0, colon);
+    error.target.host = place_host(address.substr(0, colon), answering);
     return read_decimal(rest.substr(0, space), 0, kClusterSlots - 1, error.slot)
         && read_decimal(address.substr(colon + 1), 1, kMaxPort,
                         error.target.port);
@@ -324,8 +366,8 @@ key_slot(std::string_view name) noexcept
 }
 
 const char *
-read_cluster_slots(const redisReply *reply, SlotRangeFn each,
-                   void *data) noexcept
+read_cluster_slots(const redisReply *reply, std::string_view answering,
+                   SlotRangeFn each, void *data) noexcept
 {
     if (const char *why = read_map_reply(
             reply, "unexpected reply to CLUSTER SLOTS: not an array"))
@@ -333,7 +375,9 @@ read_cluster_slots(const redisReply *reply, SlotRangeFn each,
         return why;
     }
     for (size_t i = 0; i < reply->elements; i++) {
-        if (const char *why = read_slots_entry(reply->element[i], each, data)) {
+        if (const char *why =
+                read_slots_entry(reply->element[i], answering, each, data))
+        {
             return why;
         }
     }
@@ -341,8 +385,8 @@ read_cluster_slots(const redisReply *reply, SlotRangeFn each,
 }
 
 const char *
-read_cluster_shards(const redisReply *reply, SlotRangeFn each, void *data,
-                    bool tls) noexcept
+read_cluster_shards(const redisReply *reply, std::string_view answering,
+                    SlotRangeFn each, void *data, bool tls) noexcept
 {
     if (const char *why = read_map_reply(
             reply, "unexpected reply to CLUSTER SHARDS: not an array"))
@@ -350,7 +394,8 @@ read_cluster_shards(const redisReply *reply, SlotRangeFn each, void *data,
         return why;
     }
     for (size_t i = 0; i < reply->elements; i++) {
-        if (const char *why = read_shard(reply->element[i], tls, each, data)) {
+        if (const char *why =
+                read_shard(reply->element[i], answering, tls, each, data)) {
             return why;
         }
     }
@@ -358,7 +403,7 @@ read_cluster_shards(const redisReply *reply, SlotRangeFn each, void *data,
 }
 
 ErrorReply
-read_error(std::string_view text) noexcept
+read_error(std::string_view text, std::string_view answering) noexcept
 {
     const std::string_view word = text.substr(0, text.find(' '));
     ErrorReply             error;
@@ -371,7 +416,8 @@ read_error(std::string_view text) noexcept
         error.kind == ErrorKind::moved || error.kind == ErrorKind::ask;
     if (redirection
         && (word.size() == text.size()
-            || !read_redirection(text.substr(word.size() + 1), error)))
+            || !read_redirection(text.substr(word.size() + 1), answering,
+                                 error)))
     {
         return ErrorReply{};
     }

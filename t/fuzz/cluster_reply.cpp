@@ -3,19 +3,31 @@
 // reader of cluster.hpp as if it were the answer that reader waits for:
 // CLUSTER SLOTS, CLUSTER SHARDS (over TCP and over TLS), SENTINEL
 // get-master-addr-by-name, ROLE; an error reply's text, and a string
-// reply's too, to read_error(). The whole input is Redis's bytes.
+// reply's too, to read_error(). The whole input is Redis's bytes; the node
+// that sent them is at kAnswering.
 //
 // Whatever the bytes, a reader answers without a crash and keeps its
 // promises: a range it gives is within the slots, first <= last, its
-// master's port in 1..65535 and its host a known endpoint inside the
-// reply; a sentinel's address is found only with a host and a port; a
-// redirection has a slot and a port in range, its host inside the text.
+// master's port in 1..65535 and its host neither empty nor "?", inside
+// the reply or kAnswering itself, its name (if any) inside the reply and
+// not its host; a sentinel's address is found only with a host and a
+// port; a redirection has a slot and a port in range, its host inside the
+// text or kAnswering itself.
 #include "support.hpp"
 
 #include "throttle/cluster.hpp"
 
 namespace throttle::fuzz {
 namespace {
+
+constexpr std::string_view kAnswering = "192.0.2.1";
+
+// Whether `host` is kAnswering, not a copy of its text.
+bool
+is_answering(std::string_view host)
+{
+    return host.data() == kAnswering.data() && host == kAnswering;
+}
 
 // Whether `part` lies within the `len` bytes at `begin`.
 bool
@@ -25,18 +37,19 @@ inside(std::string_view part, const char *begin, size_t len)
         || (part.data() >= begin && part.data() + part.size() <= begin + len);
 }
 
-// Each string of a reply, in order: where a range's host may point.
-template <typename Visit>
-void
-each_string(const redisReply *reply, Visit visit)
+// Whether `part` lies within one string of a reply.
+bool
+in_reply(std::string_view part, const redisReply *reply)
 {
     if (reply->type == REDIS_REPLY_ARRAY) {
         for (size_t i = 0; i < reply->elements; i++) {
-            each_string(reply->element[i], visit);
+            if (in_reply(part, reply->element[i])) {
+                return true;
+            }
         }
-    } else if (reply->str != nullptr) {
-        visit(reply->str, reply->len);
+        return false;
     }
+    return reply->str != nullptr && inside(part, reply->str, reply->len);
 }
 
 struct MapCheck {
@@ -54,12 +67,15 @@ check_range(void *data, const SlotRange &range)
     expect(range.master.port >= 1 && range.master.port <= 65535,
            "a master's port is in 1..65535");
     expect(!range.master.host.empty() && range.master.host != "?",
-           "a master's host is a known endpoint");
-    bool found = false;
-    each_string(check->reply, [&](const char *s, size_t len) {
-        found = found || inside(range.master.host, s, len);
-    });
-    expect(found, "a master's host points into the reply");
+           "a master's host is neither empty nor \"?\"");
+    expect(is_answering(range.master.host)
+               || in_reply(range.master.host, check->reply),
+           "a master's host points into the reply or is the "
+           "answering node's");
+    expect(range.master_name.empty()
+               || (in_reply(range.master_name, check->reply)
+                   && range.master_name != range.master.host),
+           "a master's name points into the reply, beside another host");
     // the callback may stop the reading: every 7th range does
     check->stopped = ++check->ranges % 7 == 0;
     return !check->stopped;
@@ -78,15 +94,18 @@ check_map_read(const MapCheck &check, const char *why)
 void
 check_error_text(std::string_view text)
 {
-    const ErrorReply error = read_error(text);
+    const ErrorReply error = read_error(text, kAnswering);
     const bool       redirection =
         error.kind == ErrorKind::moved || error.kind == ErrorKind::ask;
     if (redirection) {
         expect(error.slot < kClusterSlots, "a redirection's slot is a slot");
         expect(error.target.port >= 1 && error.target.port <= 65535,
                "a redirection's port is in 1..65535");
-        expect(inside(error.target.host, text.data(), text.size()),
-               "a redirection's host points into the text");
+        expect(!error.target.host.empty()
+                   && (inside(error.target.host, text.data(), text.size())
+                       || is_answering(error.target.host)),
+               "a redirection's host points into the text or is the "
+               "answering node's");
         expect(text.substr(0, error.kind == ErrorKind::moved ? 6 : 4)
                    == (error.kind == ErrorKind::moved ? "MOVED " : "ASK "),
                "a redirection's text starts with its word");
@@ -101,11 +120,13 @@ void
 use_reply(const redisReply *reply)
 {
     MapCheck slots{reply};
-    check_map_read(slots, read_cluster_slots(reply, check_range, &slots));
+    check_map_read(slots,
+                   read_cluster_slots(reply, kAnswering, check_range, &slots));
     for (bool tls : {false, true}) {
         MapCheck shards{reply};
-        check_map_read(shards,
-                       read_cluster_shards(reply, check_range, &shards, tls));
+        check_map_read(
+            shards,
+            read_cluster_shards(reply, kAnswering, check_range, &shards, tls));
     }
 
     const MasterAddress master = read_master_address(reply);

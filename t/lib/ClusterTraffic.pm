@@ -110,9 +110,9 @@ sub hour_guard {
     Time::HiRes::sleep($left + 0.5);
 }
 
-# Responses, one line each, for diagnostics.
 # Each key of @keys gets $sent requests on $uri, to the nodes of @$nodes in
 # turn, all at once: exactly $want pass per key, and none gets ERROR_*.
+# Returns their tally.
 sub burst_is_exact {
     my ($label, $nodes, $uri, $sent, $want, @keys) = @_;
     my @reqs = map { my $k = $_; map { [$nodes->[$_ % @$nodes], $uri, $k] } 1 .. $sent }
@@ -122,8 +122,10 @@ sub burst_is_exact {
     Test::More::is_deeply($t->{admitted}, { map { $_ => $want } @keys },
                           "$label: each key admits exactly $want")
         or Test::More::diag(Test::More::explain($t->{admitted}));
+    return $t;
 }
 
+# Responses, one line each, for diagnostics.
 sub show {
     return join "\n", map { "$_->{key} $_->{uri}: $_->{status} $_->{x_status} "
                             . ($_->{error} // '') } @_;

@@ -15,6 +15,8 @@ RedisCluster - a Redis Cluster of real redis-server processes for tests
 
     my $c = RedisCluster->start;            # 3 masters + 3 replicas
     my $t = RedisCluster->start(tls => 1, conf => ['requirepass s3cret']);
+    my $h = RedisCluster->start(node_conf => sub {
+        "cluster-announce-hostname node$_[0].example" });
 
     $c->seeds;                    # "127.0.0.1:P1,127.0.0.1:P2,..." (cluster=)
     $c->masters;  $c->replicas;   # RedisServer objects (masters: see below)
@@ -53,12 +55,15 @@ C<harness> ACL user, bounded waits, killed at END) with
 
 then C<redis-cli --cluster create ... --cluster-replicas R --cluster-yes>,
 and waits until every node says C<cluster_state:ok>, all agree on who
-owns which slot, and every replica's link to its master is up.
+owns which slot (and on the host names nodes announce), and every
+replica's link to its master is up.
 
 Options: C<conf =E<gt> [LINES]> (extra redis.conf lines for every node,
-e.g. C<requirepass s3cret>), C<tls =E<gt> 1> (TLS only: C<tls-port>,
-C<tls-cluster yes>, C<tls-replication yes>; one set of fixtures for every
-node, C<< $c->tls >>), C<masters>, C<replicas>, C<node_timeout> (ms).
+e.g. C<requirepass s3cret>), C<node_conf =E<gt> sub { my ($i) = @_; LINES }>
+(extra lines for node C<$i>, the nodes numbered from 0 as they start),
+C<tls =E<gt> 1> (TLS only: C<tls-port>, C<tls-cluster yes>,
+C<tls-replication yes>; one set of fixtures for every node,
+C<< $c->tls >>), C<masters>, C<replicas>, C<node_timeout> (ms).
 
 The nodes are read with C<CLUSTER NODES> (a text reply: the same parsing
 with and without TLS, where commands go through redis-cli).
@@ -84,10 +89,11 @@ sub start {
         node_timeout => $o{node_timeout} // 1000,
         tls          => $o{tls} ? RedisServer::tls_fixtures("$tmp/tls") : undef,
         conf         => ref $o{conf} ? $o{conf} : [grep { length } split /\n/, $o{conf} // ''],
+        node_conf    => $o{node_conf} // sub { () },
         nodes        => [],
     }, $class;
-    push @{ $self->{nodes} }, $self->_start_node
-        for 1 .. $masters * (1 + $replicas);
+    push @{ $self->{nodes} }, $self->_start_node($_)
+        for 0 .. $masters * (1 + $replicas) - 1;
     $self->_create($replicas);
     # redis-cli returns before every node has heard which nodes are
     # replicas: until then some see six masters
@@ -99,7 +105,7 @@ sub start {
 }
 
 sub _start_node {
-    my ($self) = @_;
+    my ($self, $index) = @_;
     my @conf = (
         'cluster-enabled yes',
         'cluster-config-file nodes.conf',
@@ -111,6 +117,7 @@ sub _start_node {
         "masterauth $RedisServer::ADMIN_PASS",
         $self->{tls} ? ('tls-cluster yes', 'tls-replication yes') : (),
         @{ $self->{conf} },
+        $self->{node_conf}->($index),
     );
     # the bus port is picked free too, and may be taken meanwhile
     for my $attempt (1 .. 3) {
@@ -165,9 +172,9 @@ sub node_at_port {
 # ---------------------------------------------------------------------------
 # What the nodes say
 
-# CLUSTER NODES of $node as a list of { id, port, flags => { master,
-# slave, fail, myself... }, master_id, slots => [[first, last], ...] }
-# (slots being migrated or imported left out).
+# CLUSTER NODES of $node as a list of { id, port, hostname (announced, or
+# ''), flags => { master, slave, fail, myself... }, master_id, slots =>
+# [[first, last], ...] } (slots being migrated or imported left out).
 sub cluster_nodes {
     my ($self, $node) = @_;
     my @out;
@@ -178,6 +185,7 @@ sub cluster_nodes {
         my $port = $1;
         push @out, {
             id => $id, port => $port, master_id => $master,
+            hostname => $addr =~ /,(.+)$/ ? $1 : '',
             flags => { map { $_ => 1 } split /,/, $flags },
             slots => [map { /^(\d+)(?:-(\d+))?$/ ? [$1, $2 // $1] : () } @slots],
         };
@@ -286,7 +294,11 @@ sub stable {
         $covered += $_->[1] - $_->[0] + 1 for map { @$_ } values %$owners;
         return 0 unless $covered == 16384;
         return 0 if grep { !$self->node_at_port($_)->running } keys %$owners;
-        $views{ _owners_text($owners) } = 1;
+        # a host name reaches the other nodes with the pings
+        my $names = join ' ', map { "$_->{port}=$_->{hostname}" }
+            sort { $a->{port} <=> $b->{port} }
+            grep { $_->{hostname} ne '' } $self->cluster_nodes($n);
+        $views{ _owners_text($owners) . " $names" } = 1;
     }
     return 0 unless keys %views == 1;
     for my $r ($self->replicas) {

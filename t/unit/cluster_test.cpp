@@ -30,6 +30,11 @@ using testing_support::command;
 using testing_support::RedisServer;
 using testing_support::Reply;
 
+// The host of the node a reply no server sent came from, as the transport
+// gives it to the readers; the servers here answer on loopback.
+constexpr std::string_view kAnswering = "10.9.9.9";
+constexpr std::string_view kLoopback = "127.0.0.1";
+
 // --- replies as the transport reads them
 
 // A reply read from RESP bytes by open_reply_reader(); null if the bytes
@@ -116,6 +121,15 @@ class TempDir {
     std::string path_;
 };
 
+// Starts a redis-server with cluster-enabled, its bus on port `bus`, its
+// nodes.conf at `conf`: "" once it runs, else why not.
+std::string
+start_cluster_node(RedisServer &server, const std::string &conf, int bus)
+{
+    return server.start({"--cluster-enabled", "yes", "--cluster-port",
+                         std::to_string(bus), "--cluster-config-file", conf});
+}
+
 // --- key slots
 
 TEST(KeySlot, TheClusterSpecsExamples)
@@ -154,10 +168,8 @@ TEST(KeySlot, AsRedisComputesIt)
 {
     TempDir     dir;
     RedisServer server;
-    const int   bus = testing_support::free_port();
-    ASSERT_EQ(server.start({"--cluster-enabled", "yes", "--cluster-port",
-                            std::to_string(bus), "--cluster-config-file",
-                            dir.path() + "/nodes.conf"}),
+    ASSERT_EQ(start_cluster_node(server, dir.path() + "/nodes.conf",
+                                 testing_support::free_port()),
               "");
 
     const std::vector<std::string> names = random_names(4000);
@@ -179,6 +191,84 @@ TEST(KeySlot, AsRedisComputesIt)
 
 // --- slot maps
 
+// The slots of a map, as read_cluster_slots() or read_cluster_shards() gave
+// them: slot -> "host:port".
+bool
+add_owner(void *data, const SlotRange &range)
+{
+    auto *owners = static_cast<std::map<unsigned, std::string> *>(data);
+    for (unsigned s = range.first; s <= range.last; s++) {
+        (*owners)[s] = std::string(range.master.host) + ":"
+            + std::to_string(range.master.port);
+    }
+    return true;
+}
+
+// Both maps of the node at `port`, as read by the readers: equal, or the
+// test fails.
+std::map<unsigned, std::string>
+slot_maps_of(int port)
+{
+    std::map<unsigned, std::string> slots, shards;
+    Reply                           r = ask(port, {"CLUSTER", "SLOTS"});
+    EXPECT_EQ(read_cluster_slots(r.get(), kLoopback, add_owner, &slots),
+              nullptr);
+    r = ask(port, {"CLUSTER", "SHARDS"});
+    for (bool tls : {false, true}) {
+        shards.clear();
+        EXPECT_EQ(
+            read_cluster_shards(r.get(), kLoopback, add_owner, &shards, tls),
+            nullptr);
+        EXPECT_EQ(shards, slots) << "CLUSTER SHARDS of " << port;
+    }
+    return slots;
+}
+
+// A node that has every slot and has met no other knows no address of its
+// own: as each endpoint type has it, it says "" (ip), nil
+// (unknown-endpoint) or "?" (hostname, none announced) in both maps.
+TEST(SlotMaps, ALoneNodesEndpoints)
+{
+    TempDir     dir;
+    RedisServer server;
+    ASSERT_EQ(start_cluster_node(server, dir.path() + "/nodes.conf",
+                                 testing_support::free_port()),
+              "");
+    Reply r =
+        command(server.context(), {"CLUSTER", "ADDSLOTSRANGE", "0", "16383"});
+    ASSERT_TRUE(r && r->type == REDIS_REPLY_STATUS);
+    const std::string port = std::to_string(server.port());
+
+    struct Case {
+        const char *type;
+        const char *host; // in CLUSTER SLOTS, as RESP
+        size_t      slots;
+    };
+    for (const Case &c : {Case{"ip", "$0\r\n\r\n", kClusterSlots},
+                          Case{"unknown-endpoint", "$-1\r\n", kClusterSlots},
+                          Case{"hostname", "$1\r\n?\r\n", 0}})
+    {
+        r = command(
+            server.context(),
+            {"CONFIG", "SET", "cluster-preferred-endpoint-type", c.type});
+        ASSERT_TRUE(r && r->type == REDIS_REPLY_STATUS) << c.type;
+        const std::string bytes =
+            raw_reply(server.port(), {"CLUSTER", "SLOTS"});
+        EXPECT_NE(bytes.find(std::string("*4\r\n") + c.host + ":" + port),
+                  std::string::npos)
+            << c.type << ": " << bytes;
+        // "" and nil: the node asked, at the port given; "?": none
+        const std::map<unsigned, std::string> slots =
+            slot_maps_of(server.port());
+        EXPECT_EQ(slots.size(), c.slots) << c.type;
+        for (const auto &[slot, owner] : slots) {
+            ASSERT_EQ(owner, "127.0.0.1:" + port)
+                << c.type << ", slot " << slot;
+        }
+    }
+    server.stop();
+}
+
 // Three masters on loopback, each with slot ranges of its own.
 class RealCluster : public testing::Test {
   protected:
@@ -195,12 +285,11 @@ class RealCluster : public testing::Test {
     {
         for (size_t i = 0; i < kMasters; i++) {
             buses_[i] = testing_support::free_port();
-            ASSERT_EQ(
-                nodes_[i].start(
-                    {"--cluster-enabled", "yes", "--cluster-port",
-                     std::to_string(buses_[i]), "--cluster-config-file",
-                     dir_.path() + "/nodes-" + std::to_string(i) + ".conf"}),
-                "");
+            ASSERT_EQ(start_cluster_node(nodes_[i],
+                                         dir_.path() + "/nodes-"
+                                             + std::to_string(i) + ".conf",
+                                         buses_[i]),
+                      "");
         }
         for (const auto &[node, first, last] : kRanges) {
             Reply r = command(nodes_[node].context(),
@@ -275,16 +364,46 @@ class RealCluster : public testing::Test {
         return owners;
     }
 
-    // The slots of a map, as read_cluster_slots() or
-    // read_cluster_shards() gave them.
-    static bool add_range(void *data, const SlotRange &range)
+    // CONFIG SET on node i: whether it took it.
+    bool set(size_t i, const std::string &name, const std::string &value)
     {
-        auto *owners = static_cast<std::map<unsigned, std::string> *>(data);
-        for (unsigned s = range.first; s <= range.last; s++) {
-            (*owners)[s] = std::string(range.master.host) + ":"
-                + std::to_string(range.master.port);
+        Reply r = command(nodes_[i].context(), {"CONFIG", "SET", name, value});
+        return r && r->type == REDIS_REPLY_STATUS;
+    }
+
+    // What node 0 answers `key` of another node's slot, read:
+    // "<host:port as Redis gave it> -> <host:port as read_error() read it>".
+    std::string moved_from_0(const std::string &key)
+    {
+        Reply r = ask(nodes_[0].port(), {"GET", key});
+        EXPECT_EQ(r->type, REDIS_REPLY_ERROR);
+        const std::string text(r->str, r->len);
+        const ErrorReply  e = read_error(text, kLoopback);
+        EXPECT_EQ(e.kind, ErrorKind::moved) << text;
+        return text.substr(text.rfind(' ') + 1) + " -> "
+            + std::string(e.target.host) + ":" + std::to_string(e.target.port);
+    }
+
+    // Whether node 0 knows `n` host names (its own among them) within 5 s:
+    // the others' come with their pings.
+    bool names_reach_node_0(size_t n)
+    {
+        for (int i = 0; i < 500; i++) {
+            Reply r = command(nodes_[0].context(), {"CLUSTER", "NODES"});
+            std::string_view nodes(r->str, r->len);
+            size_t           count = 0;
+            for (size_t at = nodes.find(".example");
+                 at != std::string_view::npos;
+                 at = nodes.find(".example", at + 1))
+            {
+                count++;
+            }
+            if (count == n) {
+                return true;
+            }
+            testing_support::sleep_ms(10);
         }
-        return true;
+        return false;
     }
 
     TempDir                           dir_;
@@ -299,18 +418,8 @@ TEST_F(RealCluster, SlotMapsAreWhatClusterNodesSays)
         const std::map<unsigned, std::string> expected = slot_owners(node);
         ASSERT_EQ(expected.size(), kClusterSlots);
 
-        std::map<unsigned, std::string> slots;
-        Reply r = ask(node.port(), {"CLUSTER", "SLOTS"});
-        EXPECT_EQ(read_cluster_slots(r.get(), add_range, &slots), nullptr);
-        EXPECT_EQ(slots, expected) << "CLUSTER SLOTS of " << node.port();
-
-        r = ask(node.port(), {"CLUSTER", "SHARDS"});
-        for (bool tls : {false, true}) {
-            std::map<unsigned, std::string> shards;
-            EXPECT_EQ(read_cluster_shards(r.get(), add_range, &shards, tls),
-                      nullptr);
-            EXPECT_EQ(shards, expected) << "CLUSTER SHARDS of " << node.port();
-        }
+        EXPECT_EQ(slot_maps_of(node.port()), expected)
+            << "CLUSTER SLOTS of " << node.port();
     }
     // a false from the callback stops the reading
     auto first_only = [](void *data, const SlotRange &) {
@@ -318,12 +427,14 @@ TEST_F(RealCluster, SlotMapsAreWhatClusterNodesSays)
     };
     int   calls = 0;
     Reply r = ask(nodes_[1].port(), {"CLUSTER", "SLOTS"});
-    EXPECT_STREQ(read_cluster_slots(r.get(), first_only, &calls), "stopped");
+    EXPECT_STREQ(read_cluster_slots(r.get(), kLoopback, first_only, &calls),
+                 "stopped");
     EXPECT_EQ(calls, 1);
     calls = 0;
     r = ask(nodes_[1].port(), {"CLUSTER", "SHARDS"});
-    EXPECT_STREQ(read_cluster_shards(r.get(), first_only, &calls, false),
-                 "stopped");
+    EXPECT_STREQ(
+        read_cluster_shards(r.get(), kLoopback, first_only, &calls, false),
+        "stopped");
     EXPECT_EQ(calls, 1);
 
     // the ranges as assigned, node 0's two among them
@@ -331,6 +442,58 @@ TEST_F(RealCluster, SlotMapsAreWhatClusterNodesSays)
               "127.0.0.1:" + std::to_string(nodes_[0].port()));
     EXPECT_EQ(slot_owners(nodes_[0])[9000],
               "127.0.0.1:" + std::to_string(nodes_[1].port()));
+}
+
+// What node 0 answers with each endpoint type, read: its maps as CLUSTER
+// NODES has them (by address), and a MOVED for a key of node 1.
+TEST_F(RealCluster, EndpointTypes)
+{
+    const std::map<unsigned, std::string> expected = slot_owners(nodes_[0]);
+    const std::string port_1 = std::to_string(nodes_[1].port());
+    std::string       key = "k"; // a key of node 1's slots
+    while (key_slot(key) < 4001 || key_slot(key) > 9000) {
+        key += "k";
+    }
+
+    // nil in the maps, no host in MOVED: node 0's own address
+    ASSERT_TRUE(set(0, "cluster-preferred-endpoint-type", "unknown-endpoint"));
+    EXPECT_EQ(slot_maps_of(nodes_[0].port()), expected);
+    EXPECT_EQ(moved_from_0(key), ":" + port_1 + " -> 127.0.0.1:" + port_1);
+
+    // host names, node 1's not announced yet: "?", its slots skipped
+    ASSERT_TRUE(set(0, "cluster-preferred-endpoint-type", "hostname"));
+    ASSERT_TRUE(set(0, "cluster-announce-hostname", "node0.example"));
+    ASSERT_TRUE(set(2, "cluster-announce-hostname", "node2.example"));
+    ASSERT_TRUE(names_reach_node_0(2));
+    std::map<unsigned, std::string> known = expected;
+    for (unsigned s = 4001; s <= 9000; s++) {
+        known.erase(s);
+    }
+    EXPECT_EQ(slot_maps_of(nodes_[0].port()), known);
+    EXPECT_EQ(moved_from_0(key), "?:" + port_1 + " -> ?:" + port_1);
+
+    // every name announced: each map gives the ip beside it, MOVED the name
+    ASSERT_TRUE(set(1, "cluster-announce-hostname", "node1.example"));
+    ASSERT_TRUE(names_reach_node_0(3));
+    const std::string bytes = raw_reply(nodes_[0].port(), {"CLUSTER", "SLOTS"});
+    EXPECT_NE(bytes.find("$13\r\nnode1.example\r\n:" + port_1), bytes.npos)
+        << bytes;
+    EXPECT_EQ(slot_maps_of(nodes_[0].port()), expected);
+    EXPECT_EQ(moved_from_0(key),
+              "node1.example:" + port_1 + " -> node1.example:" + port_1);
+    // and the name beside each address, as MOVED gives it
+    std::string named;
+    Reply       slots = read_reply(bytes);
+    read_cluster_slots(
+        slots.get(), kLoopback,
+        [](void *data, const SlotRange &range) {
+            *static_cast<std::string *>(data) +=
+                std::string(range.master_name) + " ";
+            return true;
+        },
+        &named);
+    EXPECT_EQ(named,
+              "node0.example node1.example node2.example node0.example ");
 }
 
 // --- sentinels and roles
@@ -528,7 +691,7 @@ TEST(ErrorReply, Kinds)
         {"ERR NOSCRIPT", ErrorKind::other},
     };
     for (const auto &[text, kind] : kinds) {
-        EXPECT_EQ(read_error(text).kind, kind) << text;
+        EXPECT_EQ(read_error(text, kAnswering).kind, kind) << text;
     }
 }
 
@@ -546,19 +709,26 @@ TEST(ErrorReply, Redirections)
          6381},
         // IPv6: the port follows the last colon
         {"ASK 16383 ::1:6381", ErrorKind::ask, 16383, "::1", 6381},
-        // no host: the node that answered
-        {"MOVED 0 :65535", ErrorKind::moved, 0, "", 65535},
+        // no host: the node that answered, at that port
+        {"MOVED 0 :65535", ErrorKind::moved, 0, kAnswering, 65535},
+        {"ASK 7 :6380", ErrorKind::ask, 7, kAnswering, 6380},
+        // "?": a node announced by a host name it lacks; no one knows it,
+        // and no node the transport has is called so
+        {"MOVED 9 ?:6380", ErrorKind::moved, 9, "?", 6380},
         {"MOVED 12 redis-3.example:1", ErrorKind::moved, 12, "redis-3.example",
          1},
         {"ASK 00012 h:080", ErrorKind::ask, 12, "h", 80},
     };
     for (const Redirection &r : redirections) {
-        const ErrorReply e = read_error(r.text);
+        const ErrorReply e = read_error(r.text, kAnswering);
         EXPECT_EQ(e.kind, r.kind) << r.text;
         EXPECT_EQ(e.slot, r.slot) << r.text;
         EXPECT_EQ(e.target.host, r.host) << r.text;
         EXPECT_EQ(e.target.port, r.port) << r.text;
     }
+    // the answering host itself, not text of the reply's
+    EXPECT_EQ(read_error("MOVED 0 :1", kAnswering).target.host.data(),
+              kAnswering.data());
 }
 
 TEST(ErrorReply, MalformedRedirectionsAreOther)
@@ -595,16 +765,18 @@ TEST(ErrorReply, MalformedRedirectionsAreOther)
              "ASK 99999 h:1",
          })
     {
-        const ErrorReply e = read_error(text);
+        const ErrorReply e = read_error(text, kAnswering);
         EXPECT_EQ(e.kind, ErrorKind::other) << text;
         EXPECT_EQ(e.slot, 0u) << text;
         EXPECT_EQ(e.target.host, "") << text;
         EXPECT_EQ(e.target.port, 0u) << text;
     }
     // text is read by its length: no NUL ends it
-    EXPECT_EQ(read_error(std::string_view("MOVED 1 h:80\0", 13)).kind,
-              ErrorKind::other);
-    EXPECT_EQ(read_error(std::string_view("MOVED 1 h:8012", 12)).target.port,
+    EXPECT_EQ(
+        read_error(std::string_view("MOVED 1 h:80\0", 13), kAnswering).kind,
+        ErrorKind::other);
+    EXPECT_EQ(read_error(std::string_view("MOVED 1 h:8012", 12), kAnswering)
+                  .target.port,
               80u);
 }
 
@@ -641,13 +813,25 @@ ranges(const MapRead &read)
     return out;
 }
 
+// Each range's master_name, joined by ",".
+std::string
+names(const MapRead &read)
+{
+    std::string out;
+    for (const SlotRange &r : read.ranges) {
+        out += (&r == &read.ranges[0] ? "" : ",") + std::string(r.master_name);
+    }
+    return out;
+}
+
 MapRead
 slots_of(const std::string &resp)
 {
     MapRead read;
     read.reply = read_reply(resp);
     EXPECT_TRUE(read.reply) << resp;
-    read.error = read_cluster_slots(read.reply.get(), collect, &read.ranges);
+    read.error =
+        read_cluster_slots(read.reply.get(), kAnswering, collect, &read.ranges);
     return read;
 }
 
@@ -657,8 +841,8 @@ shards_of(const std::string &resp, bool tls = false)
     MapRead read;
     read.reply = read_reply(resp);
     EXPECT_TRUE(read.reply) << resp;
-    read.error =
-        read_cluster_shards(read.reply.get(), collect, &read.ranges, tls);
+    read.error = read_cluster_shards(read.reply.get(), kAnswering, collect,
+                                     &read.ranges, tls);
     return read;
 }
 
@@ -702,24 +886,63 @@ TEST(SlotsReply, Malformed)
     }
     EXPECT_STREQ(slots_of("-CLUSTERDOWN Hash slot not served\r\n").error,
                  "CLUSTERDOWN Hash slot not served");
-    EXPECT_STREQ(read_cluster_slots(nullptr, collect, nullptr), "no reply");
+    EXPECT_STREQ(read_cluster_slots(nullptr, kAnswering, collect, nullptr),
+                 "no reply");
 }
 
-TEST(SlotsReply, UnknownEndpointsAreSkippedEmptyOnesAreTheAskers)
+TEST(SlotsReply, UnknownEndpointsAreSkippedEmptyOnesAreTheAnswering)
 {
     const MapRead read = slots_of(
-        "*5\r\n" + slots_entry(":0\r\n", ":9\r\n", bulk("?"), ":7000\r\n")
+        "*6\r\n" + slots_entry(":0\r\n", ":9\r\n", bulk("?"), ":7000\r\n")
         + slots_entry(":10\r\n", ":19\r\n", bulk(""), ":7001\r\n")
         + slots_entry(":20\r\n", ":29\r\n", "$-1\r\n", ":7002\r\n")
-        + slots_entry(":30\r\n", ":39\r\n", bulk("::1"), ":7003\r\n")
+        // a nil array reads as nil too
+        + slots_entry(":30\r\n", ":34\r\n", "*-1\r\n", ":7004\r\n")
+        + slots_entry(":35\r\n", ":39\r\n", bulk("::1"), ":7003\r\n")
         // a replica after the master, as Redis sends them
         + "*4\r\n:40\r\n:16383\r\n*2\r\n" + bulk("h") + ":1\r\n*2\r\n"
         + bulk("r") + ":2\r\n");
-    // "?": nobody knows; "" and nil: the node asked, at that port
+    // "?": nobody knows; "" and nil: the node that answered, at that port
     EXPECT_EQ(ranges(read),
-              "10-19 :7001, 20-29 :7002, 30-39 ::1:7003, 40-16383 h:1");
+              "10-19 10.9.9.9:7001, 20-29 10.9.9.9:7002, 30-34 10.9.9.9:7004, "
+              "35-39 ::1:7003, 40-16383 h:1");
+    EXPECT_EQ(read.ranges[0].master.host.data(), kAnswering.data());
     // an empty map: a cluster with no slots yet
     EXPECT_EQ(slots_of("*0\r\n").error, nullptr);
+}
+
+// [first, last, [endpoint, port, "id", metadata]]
+std::string
+slots_entry_with(const std::string &bounds, const std::string &endpoint,
+                 const std::string &metadata)
+{
+    return "*3\r\n" + bounds + "*4\r\n" + endpoint + ":7000\r\n" + bulk("id")
+        + metadata;
+}
+
+TEST(SlotsReply, AHostNameIsReadAsTheIpBesideIt)
+{
+    const std::string ip = "*2\r\n" + bulk("ip");
+    const MapRead     read = slots_of(
+            "*6\r\n"
+            + slots_entry_with(":0\r\n:9\r\n", bulk("redis-1.example"),
+                               ip + bulk("10.0.0.1"))
+            // nil and "?" mean what they mean, whatever the ip
+            + slots_entry_with(":10\r\n:19\r\n", "$-1\r\n", ip + bulk("10.0.0.2"))
+            + slots_entry_with(":20\r\n:29\r\n", bulk("?"), ip + bulk("10.0.0.3"))
+            // no ip to read: the name
+            + slots_entry_with(":30\r\n:39\r\n", bulk("redis-4.example"), "*0\r\n")
+            + slots_entry_with(":40\r\n:49\r\n", bulk("redis-5.example"),
+                               ip + bulk(""))
+            + slots_entry_with(":50\r\n:59\r\n", bulk("redis-6.example"),
+                               ":1\r\n"));
+    EXPECT_EQ(ranges(read),
+              "0-9 10.0.0.1:7000, 10-19 10.9.9.9:7000, "
+              "30-39 redis-4.example:7000, "
+              "40-49 redis-5.example:7000, "
+              "50-59 redis-6.example:7000");
+    // the name MOVED gives, where the host is the ip beside it
+    EXPECT_EQ(names(read), "redis-1.example,,,,");
 }
 
 // A node of CLUSTER SHARDS: its fields, names and values as RESP.
@@ -807,6 +1030,46 @@ TEST(ShardsReply, MastersAndTheirAddresses)
               "0-9 10.0.0.1:7000, 20-29 10.0.0.1:7000, 10-19 10.0.0.2:7443");
 }
 
+// An online master whose "endpoint" and "ip" are these RESP values (none
+// when empty).
+std::string
+master_at(const std::string &endpoint, const std::string &ip)
+{
+    std::vector<std::pair<std::string, std::string>> fields = {
+        {"port", ":7000\r\n"},
+        {"role", bulk("master")},
+        {"health", bulk("online")}};
+    if (!endpoint.empty()) {
+        fields.emplace_back("endpoint", endpoint);
+    }
+    if (!ip.empty()) {
+        fields.emplace_back("ip", ip);
+    }
+    return node(fields);
+}
+
+// As in CLUSTER SLOTS: the endpoint decides, nil and "" are the node that
+// answered, "?" is unknown, and a host name is read as the "ip" beside it.
+TEST(ShardsReply, EndpointsAsInSlots)
+{
+    const std::string reply = "*6\r\n"
+        + shard(":0\r\n:9\r\n", 2, {master_at("$-1\r\n", bulk("10.0.0.1"))})
+        // as a lone node sends it
+        + shard(":10\r\n:19\r\n", 2, {master_at(bulk(""), bulk(""))})
+        + shard(":20\r\n:29\r\n", 2, {master_at(bulk("?"), bulk("10.0.0.3"))})
+        + shard(":30\r\n:39\r\n", 2,
+                {master_at(bulk("redis-4.example"), bulk("10.0.0.4"))})
+        // no endpoint: the ip; an empty ip beside a name: the name
+        + shard(":40\r\n:49\r\n", 2, {master_at("", bulk("10.0.0.5"))})
+        + shard(":50\r\n:59\r\n", 2,
+                {master_at(bulk("redis-6.example"), bulk(""))});
+    EXPECT_EQ(ranges(shards_of(reply)),
+              "0-9 10.9.9.9:7000, 10-19 10.9.9.9:7000, 30-39 10.0.0.4:7000, "
+              "40-49 10.0.0.5:7000, 50-59 redis-6.example:7000");
+    EXPECT_EQ(shards_of(reply).ranges[0].master.host.data(), kAnswering.data());
+    EXPECT_EQ(names(shards_of(reply)), ",,redis-4.example,,");
+}
+
 TEST(ShardsReply, Malformed)
 {
     const std::string m = master_node("ip", "10.0.0.1");
@@ -858,8 +1121,9 @@ TEST(ShardsReply, Malformed)
     }
     EXPECT_STREQ(shards_of("-ERR unknown subcommand 'SHARDS'\r\n").error,
                  "ERR unknown subcommand 'SHARDS'");
-    EXPECT_STREQ(read_cluster_shards(nullptr, collect, nullptr, false),
-                 "no reply");
+    EXPECT_STREQ(
+        read_cluster_shards(nullptr, kAnswering, collect, nullptr, false),
+        "no reply");
     EXPECT_EQ(shards_of("*0\r\n").error, nullptr);
 }
 
