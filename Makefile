@@ -16,7 +16,8 @@
 #                the soak section of docs/reliability.md and docs/soak.png
 #   make sanitize  every test again, on a core and module built with
 #                AddressSanitizer and UBSan; fails on their reports
-#   make fuzz    the libFuzzer targets of t/fuzz/, FUZZ_SECONDS (60) each
+#   make fuzz    the libFuzzer targets of t/fuzz/, FUZZ_SECONDS (60) each,
+#                FUZZ_JOBS (1) at a time
 #   make delay-figure  a burst through delay= and limit_req's delay= side
 #                by side; writes docs/delay.png
 #   make deb     the Debian package libnginx-mod-http-throttle, into build/
@@ -214,13 +215,14 @@ $(BUILD)/sanitize_preload.so: t/sanitize/preload.c
 # UBSan, apart from the gcc build.
 FUZZ_BUILD   := $(BUILD)/fuzz
 FUZZ_SECONDS ?= 60
+FUZZ_JOBS    ?= 1
 
 fuzz:
 	@scripts/deps.sh $(FUZZ_DEPS)
 	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_CXX_COMPILER=clang++ \
 	    -DTHROTTLE_TESTS=OFF -DTHROTTLE_FUZZ=ON >/dev/null
 	cmake --build $(FUZZ_BUILD) -j $(JOBS)
-	@FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh $(FUZZ_BUILD)
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_JOBS=$(FUZZ_JOBS) scripts/fuzz.sh $(FUZZ_BUILD)
 
 delay-figure:
 	@scripts/deps.sh $(DELAY_FIGURE_DEPS)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make fuzz: runs each libFuzzer target of t/fuzz/ for FUZZ_SECONDS (default
 # 60) on a fresh copy of its seed corpus (t/fuzz/corpus/<target>/, which
-# stays as committed), then prints a table; fails if any target crashed.
+# stays as committed), FUZZ_JOBS (default 1) targets at a time, then prints
+# a table; fails if any target crashed.
 #
 #   scripts/fuzz.sh BUILD_DIR     (the targets, built by make fuzz)
 #
@@ -13,6 +14,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=$(cd "${1:?usage: fuzz.sh BUILD_DIR}" && pwd)
 SECONDS_EACH=${FUZZ_SECONDS:-60}
+JOBS=${FUZZ_JOBS:-1}
 RUNS=$BUILD/run
 
 # libFuzzer's last status line ("#N DONE cov: C ft: F corp: U/...") and
@@ -38,21 +40,33 @@ run_target() {
         result="FAILED: $(grep -o 'Test unit written to .*' "$dir/log" \
                           | sed 's/Test unit written to //' || true)"
     fi
+    # the table's row, printed in the targets' order once all have run
     printf '%-16s %12s %6s %7s %7s  %s\n' "$name" \
         "$(figure "$dir/log" 'stat::number_of_executed_units: [0-9]*')" \
         "$(figure "$dir/log" 'cov: [0-9]*')" \
         "$(figure "$dir/log" 'ft: [0-9]*')" \
-        "$(figure "$dir/log" 'corp: [0-9]*')" "$result"
-    [ "$result" = ok ]
+        "$(figure "$dir/log" 'corp: [0-9]*')" "$result" >"$dir/row"
 }
 
 rm -rf "$RUNS"
 mkdir -p "$RUNS"
-echo "fuzz: each target for ${SECONDS_EACH}s; runs under $RUNS"
+echo "fuzz: each target for ${SECONDS_EACH}s, $JOBS at a time; runs under $RUNS"
+targets=()
+for source in "$ROOT"/t/fuzz/*.cpp; do
+    targets+=("$(basename "$source" .cpp)")
+done
+for name in "${targets[@]}"; do
+    while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do
+        wait -n || true
+    done
+    run_target "$name" &
+done
+wait
 printf '%-16s %12s %6s %7s %7s  %s\n' target runs cov features corpus result
 failed=0
-for source in "$ROOT"/t/fuzz/*.cpp; do
-    run_target "$(basename "$source" .cpp)" || failed=1
+for name in "${targets[@]}"; do
+    cat "$RUNS/$name/row"
+    grep -q ' ok$' "$RUNS/$name/row" || failed=1
 done
 if [ "$failed" -ne 0 ]; then
     echo "fuzz: a target failed; its log is $RUNS/<target>/log" >&2

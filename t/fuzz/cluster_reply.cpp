@@ -2,7 +2,8 @@
 // back, read as the transport reads them (its reader), then given to each
 // reader of cluster.hpp as if it were the answer that reader waits for:
 // CLUSTER SLOTS, CLUSTER SHARDS (over TCP and over TLS), SENTINEL
-// get-master-addr-by-name, ROLE; an error reply's text, and a string
+// get-master-addr-by-name, ROLE, a "+switch-master" message; an error
+// reply's text, and a string
 // reply's too, to read_error(). The whole input is Redis's bytes; the node
 // that sent them is at kAnswering.
 //
@@ -10,8 +11,9 @@
 // promises: a range it gives is within the slots, first <= last, its
 // master's port in 1..65535 and its host neither empty nor "?", inside
 // the reply or kAnswering itself, its name (if any) inside the reply and
-// not its host; a sentinel's address is found only with a host and a
-// port; a redirection has a slot and a port in range, its host inside the
+// not its host; a sentinel's address, and a master's new one in a
+// "+switch-master" message, is found only with a host inside the reply and
+// a port; a redirection has a slot and a port in range, its host inside the
 // text or kAnswering itself.
 #include "support.hpp"
 
@@ -136,6 +138,13 @@ use_reply(const redisReply *reply)
                "a sentinel's master has a host and a port");
     }
     role_is_master(reply);
+
+    const MasterAddress news = read_switch_master(reply, "mymaster");
+    if (news.status == MasterAddress::Status::found) {
+        expect(!news.address.host.empty() && in_reply(news.address.host, reply)
+                   && news.address.port >= 1 && news.address.port <= 65535,
+               "a switched master has a host inside the message and a port");
+    }
 
     if (reply->type == REDIS_REPLY_ERROR || reply->type == REDIS_REPLY_STRING
         || reply->type == REDIS_REPLY_STATUS)
