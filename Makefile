@@ -232,7 +232,7 @@ delay-figure:
 # The Debian package (docs/packaging.md), built by scripts/deb.sh from a
 # copy of these files; its version is debian/changelog's.
 PACKAGE_FILES := CMakeLists.txt config cmake src ngx_module conf README.md \
-                 docs debian
+                 LICENSE docs debian
 DEB_NAME    := libnginx-mod-http-throttle
 DEB_VERSION := $(shell sed -n '1s/^[^(]*(\([^)]*\)).*/\1/p' debian/changelog)
 DEB         := $(BUILD)/$(DEB_NAME)_$(DEB_VERSION)_$(shell dpkg --print-architecture).deb
