@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # ngx_http_throttle_module: build, demo, test and bench.
 #
 #   make demo    build, start nginx with the module on 127.0.0.1:8080, show

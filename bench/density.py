@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-2-Clause
 """Keys per MiB: how many distinct 16-byte keys a zone holds.
 
 For a zone of a given size, keyed on $arg_k, with a policy under which a

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-2-Clause
 -- wrk script for the keyed rows of bench/run.sh: every request carries a
 -- key in its query string, "?k=<i>", with i cycling over 1..N in order, so
 -- that N distinct keys are each sent once every N requests.

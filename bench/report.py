@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-2-Clause
 """Aggregates bench/run.sh's measurements: medians over rounds, ratios to
 the same round's baseline, Redis commands per request for the Redis-backed
 rows (strict and async), the project's targets for some of them, and the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause
 # Benchmark: throughput and latency of the throttle module against no
 # limiting and against nginx's limit_req, with wrk on loopback, in local and
 # in Redis-backed (strict and async) mode, with Redis commands per request

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-2-Clause
 """Scrapes a throttle_metrics location as Prometheus would, for
 bench/run.sh's throttle_pass_scraped row: a GET every --interval seconds
 (on a fixed schedule, not a pause after each answer) over one keep-alive

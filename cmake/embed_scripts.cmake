@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # Writes SOURCE and HEADER: the Lua files of DIR (every DIR/*.lua, each
 # after PRELUDE) as throttle::lua::<name> Script objects, each with its
 # SHA1. Run at build time, so an edited script gets its new SHA1 in the

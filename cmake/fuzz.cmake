@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # The libFuzzer targets (-DTHROTTLE_FUZZ=ON, with clang++): the core built
 # with coverage for libFuzzer, ASan and UBSan, and one executable per
 # t/fuzz/*.cpp, named after its file. hiredis is Debian's static archive,

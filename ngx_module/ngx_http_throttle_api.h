@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * throttle_api: what its files share. ngx_http_throttle_api.cpp has the
  * directive and the handler; _api_call.cpp checks a call's checks and

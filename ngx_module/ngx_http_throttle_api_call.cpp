@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * throttle_api: a call's checks, as the caller gave them, checked against
  * the endpoint's zones= and the limits of a call whether they came in a

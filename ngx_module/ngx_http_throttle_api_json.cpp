@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * throttle_api's JSON, read and written with RapidJSON: the checks of a
  * POST's body, and the answers:

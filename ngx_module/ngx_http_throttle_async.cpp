@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Async mode: the zone decides every request at once, as a local zone
  * does, and remembers per key the units it charged ("pending"). Every

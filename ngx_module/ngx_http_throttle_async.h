@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Async mode's rounds, shared by ngx_http_throttle_async.cpp (when a worker
  * syncs a zone, and what it takes) and ngx_http_throttle_async_call.cpp

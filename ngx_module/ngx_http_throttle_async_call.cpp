@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Async mode's script calls: a call carries up to
  * NGX_HTTP_THROTTLE_ASYNC_BATCH keys of a round, with ARGV as the zone's

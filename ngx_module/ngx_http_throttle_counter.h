@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * The one adder of every throttle_metrics counter, zones' and Redis
  * backends' alike. Compiled with -DNGX_HTTP_THROTTLE_COUNTERS=0 it adds

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * The decision about a request, over every "throttle" line of its location
  * at once: all must pass, and a request rejected by one zone is charged to

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * The header filter: tells clients where they stand. Runs for the final
  * response of a throttled main request, whether it passed, was rejected,

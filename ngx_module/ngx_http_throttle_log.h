@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * One log line per interval at most, for errors that would otherwise come
  * with every request (a dead Redis under load, a full zone): the first

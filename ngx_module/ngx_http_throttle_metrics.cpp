@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * throttle_metrics: the module's figures in Prometheus's text format
  * (version 0.0.4), for GET and HEAD.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Recording the figures throttle_metrics reports (ngx_http_throttle_metrics.cpp
  * writes them out): each helper adds what one event of a zone means to the

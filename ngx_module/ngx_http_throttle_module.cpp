@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * ngx_http_throttle_module: the module's tables, its configurations'
  * creation and merge, and what happens once they are read and when a

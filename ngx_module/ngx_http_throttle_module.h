@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * ngx_http_throttle_module: the types the glue files share, and what each
  * file offers the others. docs/architecture.md walks a request through

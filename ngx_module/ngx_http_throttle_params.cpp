@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * The "name=value" argument walker shared by the directives, and the
  * small parsers their parameters have in common.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * The "name=value" arguments of throttle_zone, throttle and throttle_redis:
  * each directive has a table naming its parameters and the helper that

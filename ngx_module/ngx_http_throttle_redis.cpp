@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * The Redis transport. Each worker keeps, per backend, the nodes it talks
  * to: the one server, the master the sentinels name, or a Cluster's nodes;

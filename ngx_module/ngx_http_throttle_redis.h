@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * The Redis transport: a set of connections per worker and backend, on
  * nginx's own event loop (no worker ever blocks), with hiredis as the RESP

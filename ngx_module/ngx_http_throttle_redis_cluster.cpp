@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * A Redis Cluster, as one worker sees it: its nodes, and which one a script
  * goes to: the master of its key's slot (every script's keys share one hash

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * The commands on a Redis connection: each is written in RESP (by hiredis)
  * at the end of the connection's output and queued for its reply; replies

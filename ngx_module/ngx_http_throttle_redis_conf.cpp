@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * throttle_redis NAME server=HOST:PORT | cluster=HOST:PORT[,HOST:PORT...]
  *                     | sentinel=HOST:PORT[,HOST:PORT...] master=NAME

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * One Redis connection's life, on nginx's event loop: it connects
  * (ngx_event_connect_peer, within "connect_timeout"), goes through TLS if

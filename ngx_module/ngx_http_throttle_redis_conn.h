@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Inside the Redis transport: what its files share. The rest of the glue
  * uses ngx_http_throttle_redis.h only.

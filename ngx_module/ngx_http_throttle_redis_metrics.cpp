@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * The Redis backends' figures in shared memory (see
  * ngx_http_throttle_redis_metrics.h): the zone, a record per backend name,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * What the Redis transport counts, for throttle_metrics: per backend, the
  * whole nginx's figures (every worker's), kept in a shared-memory zone of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * A master found through Sentinel, as the Sentinel client protocol has it:
  * before each new connection to the master, the sentinels are asked in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * A Redis Cluster's slot map, as one worker knows it: the master of each of
  * the 16384 slots, read with CLUSTER SLOTS (CLUSTER SHARDS where SLOTS

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * TLS to Redis, on nginx's SSL: the context of a backend with "tls" (made
  * at configuration, with the certificates it trusts), and on each new

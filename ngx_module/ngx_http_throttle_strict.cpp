@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Strict mode: a Redis-backed zone's decision is one EVALSHA of its
  * algorithm's script (throttle::Policy::decision_call()), sent without

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * $throttle_status, $throttle_limit, $throttle_remaining, $throttle_reset,
  * $throttle_retry_after: the decision about the main request, for logs and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * The shared-memory zone: an rbtree of keys by hash plus an LRU queue, in
  * the zone's slab pool, as limit_req's. The functions that read or write

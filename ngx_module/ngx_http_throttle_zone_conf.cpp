@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * throttle_zone $key zone=name:size rate=30r/m [burst=N]
  *     [algorithm=gcra|fixed_window|sliding_window|sliding_log [log_max=N]]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * A throttle_zone's shared memory when nginx starts or reloads: a new
  * zone's bookkeeping, or the keys a reload keeps when the zone kept its

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause
 # Accuracy: how many requests the module admits across nodes, against the
 # ideal global limit, in strict mode and in async mode at several sync
 # intervals.

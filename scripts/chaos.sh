@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause
 # Chaos run: two nginx (2 workers each) with the module and one Redis, on
 # loopback, under wrk load in local, strict and async zones, while Redis
 # is stalled, killed and restarted, has its scripts flushed, its clients

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause
 # make deb: builds the Debian package libnginx-mod-http-throttle (debian/)
 # out of a copy of the files named on the command line, in $BUILD/deb/, so
 # that the tree is left as it was. The source package (its orig tarball is

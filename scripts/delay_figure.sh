@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause
 # docs/delay.png: what delay= does to a burst, from a real run. One nginx
 # (2 workers) with the module serves two locations side by side, with the
 # same rate, burst and delay:

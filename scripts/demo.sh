@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause
 # The demo: nginx with the throttle module on 127.0.0.1:8080.
 #
 #   scripts/demo.sh start   (re)start it from conf/demo.conf, then show a

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-2-Clause
 # Installs the Debian packages named on the command line that are missing;
 # with --build-deps DIR, those that DIR/debian/control builds with.
 # Idempotent: with everything present it only queries dpkg.

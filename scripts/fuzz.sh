@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause
 # make fuzz: runs each libFuzzer target of t/fuzz/ for FUZZ_SECONDS (default
 # 60) on a fresh copy of its seed corpus (t/fuzz/corpus/<target>/, which
 # stays as committed), FUZZ_JOBS (default 1) targets at a time, then prints

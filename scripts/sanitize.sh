@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause
 # make sanitize, once the sanitized build is there: every test again, on
 # the core and the module built with AddressSanitizer and UBSan, and the
 # reports read from their files (tests that pass say nothing about reports

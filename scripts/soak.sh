@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause
 # Soak run: one nginx (2 workers) with the module and one Redis, on
 # loopback; wrk sends distinct keys at full speed into three small zones
 # (local, strict and async: scripts/soak/nginx.conf.in), which evict all

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause
 # make test-deb (as root): the Debian package $DEB installed for real into
 # this machine's nginx, used, disabled, enabled and purged:
 #

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # The window algorithms of local zones (algorithm=fixed_window,
 # sliding_window, sliding_log): the boundary burst that tells them apart,
 # exact headers, cost, several zones, dry run, variables, memory, reload,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # throttle_api with local zones: GET and POST, several checks at once (all
 # or nothing), peeks, the RateLimit fields, one budget shared with HTTP
 # requests of the same key (and random calls of both kinds decided as one

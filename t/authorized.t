@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # throttle ... phase=authorized: lines that decide once the access phase has
 # let the request in, so that their key (or cost) may come from
 # auth_request_set. No Redis here: local zones.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # The funnel at work: burst, 429, exact headers, cost, empty keys, status,
 # variables, log levels, inheritance, rate units.
 #

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # nginx -t refuses bad configurations with a message naming the directive
 # and the offending value; good edge cases are accepted.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # throttle ... delay=N: requests a zone admits beyond N units ahead of
 # them wait, as limit_req's delay= makes them: held to the same timeline,
 # throttle and limit_req (in the same nginx, at the same time) reject the

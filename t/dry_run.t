@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # throttle_dry_run: nothing is rejected, would-be rejections are reported.
 
 use ThrottleTest;

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # throttle_headers on | legacy | off, and which responses carry the fields.
 
 use ThrottleTest;

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # Keys: long, binary, composed, compared as bytes; keep-alive connections;
 # a full zone evicting its least recently used keys.
 

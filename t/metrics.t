@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # throttle_metrics: a known sequence of requests, then /metrics read and
 # its samples checked, exactly where the sequence fixes them: requests and
 # units per zone and outcome (dry run, errors, two zones in a location,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # throttle_metrics read by Prometheus's own tools: promtool check metrics on
 # the output of every family (local, strict and async zones, with a real
 # Redis), and a real Prometheus server on loopback that scrapes the block's

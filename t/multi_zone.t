@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # Several throttle lines in one block: checked together, a rejection by one
 # zone charges none, the fields and variables describe the binding zone.
 

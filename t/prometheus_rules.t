@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # docs/prometheus-rules.yml, the example alerting rules: valid for
 # Prometheus (promtool check rules, no warning), and each alert fires on
 # series that call for it and only there (promtool test rules, with the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # A request is counted once: internal redirects do not count it again, and
 # subrequests are not limited.
 

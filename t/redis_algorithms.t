@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # The window algorithms (algorithm=fixed_window|sliding_window|sliding_log)
 # in strict mode (redis=NAME), with real redis-server processes:
 #

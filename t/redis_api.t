@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # throttle_api with Redis-backed zones: strict mode (one script per check
 # in Redis, a rejected set's charges refunded, one budget with HTTP
 # requests), async mode (decided in the zone, synced to Redis), random

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # Async mode (throttle_zone ... redis=NAME sync=async [sync_interval=T]):
 # the zone decides every request at once, exactly as a local zone does, and
 # every sync_interval one worker sends the units charged since the last sync

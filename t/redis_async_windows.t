@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # Async mode for the window counters (algorithm=fixed_window or
 # sliding_window with redis=NAME sync=async): the zone decides every
 # request at once and every sync_interval one worker sends the units it

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # AUTH and SELECT: an ACL user (username= password=), requirepass
 # (password= alone), wrong or missing credentials (logged clearly, handled
 # by throttle_on_error), database=N.

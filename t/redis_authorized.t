@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # throttle ... phase=authorized with Redis: strict and async zones keyed by
 # the user an auth backend names (auth_request + auth_request_set), decided
 # in nginx's precontent phase, once the access phase has let the request

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # cluster= backends against a real Redis Cluster (3 masters + 3 replicas on
 # loopback, t/lib/RedisCluster.pm), shared by two nginx (2 workers each):
 #

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # cluster= backends against real Redis Clusters whose nodes announce no IP
 # address (3 masters on loopback, t/lib/RedisCluster.pm), each shared by
 # two nginx (2 workers each); docs/redis.md, "Cluster", says what each

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # nginx -t refuses bad throttle_redis / redis= configurations with a message
 # naming the directive and the offending value; good edge cases start.
 # Blocks 34 on: the Redis Cluster (cluster=) and Sentinel (sentinel=,

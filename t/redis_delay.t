@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # delay= with Redis: a strict zone holds requests back by Redis's answer
 # (its reset_after, the TAT it moved to), an async zone by its own view;
 # both as a local zone does for the same timeline, sent to them at the

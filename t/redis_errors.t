@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # Redis cannot answer: refused, stopped (SIGSTOP), killed, garbage, silence,
 # an error reply. throttle_on_error decides (allow: ERROR_ALLOWED, deny:
 # throttle_status with ERROR_DENIED), every request is answered within the

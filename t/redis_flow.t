@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # Strict mode and nginx's request flow: a request waiting for Redis is
 # counted once through internal redirects (index, error_page, try_files,
 # X-Accel-Redirect), subrequests are not limited, an HTTP keep-alive

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # The Redis test harness itself (t/lib/RedisServer.pm and the runner's
 # --- redis section, perl steps, "time <" and "poll"), against real
 # redis-server processes. Uses local zones only, so it runs whatever the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # throttle_metrics: the Redis backends' families (nginx_throttle_redis_*),
 # against real redis-server processes and faults a real one produces: the
 # scripts nginx sent are those Redis counted; the round trips are as many

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # Two nginx instances (2 workers each) sharing one redis-server and one
 # strict zone: the limit holds across them exactly, whether the requests
 # alternate or arrive at both at once; one node sees what the other spent;

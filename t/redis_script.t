@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # src/scripts/gcra.lua on a real redis-server: redis-cell's reference
 # vectors (with the test-only "now" in ARGV[5]), Redis TIME when "now" is
 # absent, what the key holds (the TAT in microseconds, with a TTL), and a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # sentinel= backends against real Sentinels (a master, a replica and three
 # redis-server --sentinel, t/lib/RedisSentinel.pm), one nginx (2 workers):
 #

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # Strict mode (throttle_zone ... redis=NAME): every decision is made by the
 # GCRA script in a real redis-server, with the same headers and variables
 # as a local zone; the key lives in Redis with a TTL; the zone caches

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # TLS to Redis: a redis-server with only a TLS port and a certificate for
 # localhost / 127.0.0.1 made at test time by a test CA. Verified by default
 # against tls_trusted_certificate and tls_name (default: the host of

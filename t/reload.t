@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # nginx -s reload: zones with the same name and size keep their state; a
 # changed key is refused and the old configuration keeps serving.
 #

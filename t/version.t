@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # The module's version in error.log: a dynamic module has no line in
 # "nginx -V", so the master logs "ngx_http_throttle_module VERSION" at
 # notice once each time it loads a configuration (init_module), whether or

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-2-Clause
 """Open-loop load generator for the accuracy run (scripts/accuracy.sh).
 
 Sends GET <path> at a steady total rate for a number of seconds, spread

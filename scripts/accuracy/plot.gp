@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # Admitted requests per second for each mode against the limit, from
 # per_second.csv (second, limit, then one column per mode; header line).
 # Called by scripts/accuracy.sh as

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-2-Clause
 """Tables and per-second series of the accuracy run (scripts/accuracy.sh).
 
 Reads, for each mode, <raw>/<mode>.csv (one line per request, written by

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-2-Clause
 """What the async syncs did during one mode's load (scripts/accuracy.sh).
 
 Reads <mode>.monitor (redis-cli MONITOR during the load) and <mode>.clients

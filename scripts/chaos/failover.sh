@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # The Redis Cluster and the Sentinel setup of scripts/chaos.sh, and the
 # faults that make them fail over. Sourced by chaos.sh, whose variables
 # and functions they use: OUT, REDIS_SERVER, REDIS_CLI, PHASE, HOLD (from

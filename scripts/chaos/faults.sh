@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # The faults of scripts/chaos.sh, and what it looks at around them. Sourced
 # by chaos.sh, whose variables they use: REDIS_PID, NODES, PORT, PREFIX,
 # RAW, PHASE (the phase under way) and the functions rcli, set_epoch,

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-2-Clause
 """Checks and reports the chaos run (scripts/chaos.sh).
 
 Reads, per phase: <raw>/<phase>.<node>.counts (scripts/lib/load.lua: answers by epoch,

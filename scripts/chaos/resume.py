@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-2-Clause
 """How long after a fault each nginx decides from Redis again (for
 scripts/chaos.sh).
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # docs/delay.png: arrivals and departures of two bursts, throttle with
 # delay= against limit_req. Called by scripts/delay_figure.sh as
 #   gnuplot -e "datafile='...'; outfile='...'; plottitle='...'" plot.gp

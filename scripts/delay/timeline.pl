@@ -1,4 +1,5 @@
 #!/usr/bin/perl
+# SPDX-License-Identifier: BSD-2-Clause
 # The data of docs/delay.png: two bursts sent at once to a throttle
 # location with delay= and to a limit_req location with the same rate,
 # burst and delay (the nginx scripts/delay_figure.sh starts on port

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-2-Clause
 -- wrk script of scripts/chaos.sh and scripts/soak.sh: requests cycle over
 -- a list of locations, and every answer is counted by what it was and when
 -- it was asked.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # Shell helpers shared by bench/run.sh, scripts/accuracy.sh,
 # scripts/chaos.sh and scripts/soak.sh: loopback ports, and starting,
 # watching and stopping the nginx and redis-server those scripts run. Needs

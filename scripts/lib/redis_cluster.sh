@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # Shell helpers for a Redis Cluster of real redis-server processes on
 # loopback, masters only (no replicas): for bench/run.sh's cluster rows.
 # Needs $PYTHON, $REDIS_SERVER, $REDIS_CLI and die from the caller, and

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-2-Clause
 """The name of an async zone's key in Redis, as the module writes it
 (format_redis_key() with HashTag::shard, src/throttle/redis.hpp):
 "<prefix>{<zone>:<shard>}:<key>", the shard being the CRC16 of Redis

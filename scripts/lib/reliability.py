@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """docs/reliability.md, written in two sections by two runs: `make chaos`
 (scripts/chaos/report.py) and `make soak` (scripts/soak/report.py). Each
 run replaces its own section, heading and text included, and keeps the

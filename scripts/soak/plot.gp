@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # The soak run's series, from plot.dat (scripts/soak/report.py: t, req/s,
 # then each worker's VmRSS and RssAnon, then each zone's resident pages,
 # MiB). Called by scripts/soak.sh as

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-2-Clause
 """Checks and reports the soak run (scripts/soak.sh).
 
 Reads the samples (scripts/soak/sample.py's series.csv) and the answers per

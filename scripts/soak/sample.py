@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-2-Clause
 """Samples the soak run's nginx and Redis every --interval seconds for
 --seconds (scripts/soak.sh), from outside: /proc, INFO, the error log.
 

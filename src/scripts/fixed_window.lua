@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-2-Clause
 -- Fixed window: a counter per aligned window [start, start + W), the same
 -- arithmetic as src/throttle/fixed_window.cpp (see the window spec), so
 -- Redis and local zones give the same answers.

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-2-Clause
 -- Gives back what fixed_window.lua charged, for a request that another zone
 -- of the same location rejected. Only the window that was charged is
 -- touched: once the next window began, the charge no longer counts anyway.

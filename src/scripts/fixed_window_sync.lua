@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-2-Clause
 -- Async mode, fixed_window: one node's units since its last sync, for many
 -- keys of one zone at once; returns Redis's counts, which replace the
 -- node's view. The node has already admitted these units: nothing is

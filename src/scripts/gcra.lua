@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-2-Clause
 -- GCRA with redis-cell CL.THROTTLE semantics, the same arithmetic as
 -- src/throttle/gcra.cpp, so Redis and local zones give the same answers.
 --

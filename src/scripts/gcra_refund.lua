@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-2-Clause
 -- Gives back what gcra.lua charged, for a request that another zone of the
 -- same location rejected: the TAT moves back by T * cost, never before now.
 --

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-2-Clause
 -- Async mode: one node's consumption since its last sync, for many keys of
 -- one zone at once; returns the global state that replaces the node's view.
 -- The node has already admitted these units, so nothing is rejected here:

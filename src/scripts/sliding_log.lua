@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-2-Clause
 -- Sliding log: exact; one timestamp per admitted unit, counted while it is
 -- in the window (an entry at ts counts while now < ts + W). The same
 -- answers as src/throttle/sliding_log.cpp (see the window spec).

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-2-Clause
 -- Gives back what sliding_log.lua charged, for a request that another zone
 -- of the same location rejected: removes the entries it added (those that
 -- already left the window are gone anyway).

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-2-Clause
 -- Sliding window, Cloudflare's approximation from two counters (the current
 -- aligned window's and the previous one's), the same arithmetic as
 -- src/throttle/sliding_window.cpp (see the window spec): every double

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-2-Clause
 -- Gives back what sliding_window.lua charged, for a request that another
 -- zone of the same location rejected: from the current counter while its
 -- window lasts, from the previous one in the next window, else not at all

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // The interface every algorithm implements, and the registry of them.
 //
 // An algorithm is a class deriving from Algorithm, defined with its maths

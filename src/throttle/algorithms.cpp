@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // The registry of algorithms, and what Algorithm does for those that keep
 // the defaults.
 #include "throttle/algorithm.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // What the core knows of Redis Cluster and Sentinel: which slot a key
 // lives in, and how the replies that steer the transport are read (the slot
 // map, redirections, a sentinel's answer, a server's role). The transport

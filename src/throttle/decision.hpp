@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // What every algorithm reads and writes: a key's state as the shared-memory
 // zone stores it, and the outcome of deciding one request against it.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // A strict zone's memory of Redis's answers: what Algorithm::remember()
 // and recall() do unless an algorithm knows better (GCRA remembers a lower
 // bound of the TAT instead, which says more). Redis rejected `cost` units

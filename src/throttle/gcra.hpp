@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // The generic cell rate algorithm (the "funnel"), with the exact semantics
 // of redis-cell's CL.THROTTLE: emission interval T = period / count,
 // tolerance DVT = T * (burst + 1); a key's state is its theoretical arrival

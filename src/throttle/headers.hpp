@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // Values of the response fields a throttled location sends:
 // draft-ietf-httpapi-ratelimit-headers (RateLimit-Policy, RateLimit, as
 // Structured Field lists) and the legacy X-RateLimit-* trio.

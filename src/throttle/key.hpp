@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // How a request's key is held in a zone. Keys are compared as bytes
 // (binary-safe: $binary_remote_addr, arbitrary header values).
 #pragma once

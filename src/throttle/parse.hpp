@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // Parsing of directive values that carry meaning beyond nginx's stock
 // parsers: rates ("30r/m"), non-negative integers (burst=, cost=); and the
 // messages that refuse them.

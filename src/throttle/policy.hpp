@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // A zone's policy: its algorithm, rate and burst, and where its state
 // lives. make_policy() makes it once from the zone's parameters, applying
 // the configuration rules; then it is read-only, and it is the one

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 #include "throttle/redis.hpp"
 
 #include "throttle/crc16.hpp"

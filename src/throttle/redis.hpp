@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // What the core knows of Redis: how a zone's key is named there, and how a
 // script's reply is read back. The transport (nginx connections, TLS,
 // timeouts) is glue; hiredis is only the RESP codec.

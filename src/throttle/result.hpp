@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // What a throttle decision tells the caller, in the shape of redis-cell's
 // CL.THROTTLE reply. Durations are microseconds.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // The Lua scripts run in Redis (src/scripts/*.lua), embedded at build time
 // with their SHA1, so EVALSHA needs no SCRIPT LOAD round trip to learn it.
 // Each is its file after src/scripts/lib/prelude.lua, which holds what they

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 #include "throttle/sliding_log.hpp"
 
 #include "throttle/lua.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // sliding_log: exact; one timestamp per admitted unit, kept while it is in
 // the window (an entry at `ts` counts while now < ts + window). A zone
 // keeps them in a ring of `limit` slots per key beside the key's state

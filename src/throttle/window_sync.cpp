@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 #include "throttle/window_sync.hpp"
 
 #include "throttle/policy.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // Async mode for the window counters (fixed_window, sliding_window): what a
 // node keeps of the units it admitted until they reach Redis, and how
 // Redis's answer becomes the node's view.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // The counting algorithms of the source documents, over windows as long as
 // the rate's unit (r/s: 1 s, r/m: 60 s, r/h, r/d), admitting `limit` units
 // per window (the rate's count + burst). Times are microseconds of a wall

@@ -1,4 +1,5 @@
 #!/usr/bin/env perl
+# SPDX-License-Identifier: BSD-2-Clause
 # Writes the seed corpus of strict_reply, sync_reply and cluster_reply
 # (t/fuzz/corpus/<target>/): what a real redis-server sends back, byte for
 # byte, for the module's scripts (src/scripts/, each after the prelude, as

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // Redis Cluster and Sentinel replies: the bytes a node or a sentinel sends
 // back, read as the transport reads them (its reader), then given to each
 // reader of cluster.hpp as if it were the answer that reader waits for:

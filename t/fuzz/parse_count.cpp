@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // parse_count(): what burst=, cost=, log_max=, database= and keepalive=
 // read. Its input here is the bound (8 bytes, little-endian) then the text.
 // It accepts exactly the non-empty strings of decimal digits whose value

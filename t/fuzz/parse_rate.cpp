@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // parse_rate(): what rate= reads. It accepts exactly "<count>r/<unit>"
 // (decimal digits, a unit of s, m, h or d) for a count from 1 to 10^9 and
 // at most one unit a microsecond, and RateText writes an accepted rate

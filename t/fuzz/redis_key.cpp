@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // format_redis_key(): a request's key (any bytes a client sends) named in
 // Redis. Input: a byte whose low bit picks the hash tag (key or shard), a
 // byte for the prefix's length, one for the zone name's, then the prefix,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // Strict zones: the bytes Redis sends back for decision scripts, read as
 // the transport reads them (its reader, fed what each recv() brings)
 // and used as a strict zone uses them: Policy::read_decision(); then the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // What the fuzz targets share.
 //
 // An input that plays a zone starts with a setup line in the words of

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // Async zones: the bytes Redis sends back for sync scripts, read as the
 // transport reads them (its reader, fed what each recv() brings) and
 // used as an async zone uses them: decode_sync_reply() for the call's

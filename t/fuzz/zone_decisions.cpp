@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // A zone as any throttle_zone that nginx -t accepts makes it, deciding a
 // key's requests of any cost a client may set (cost=$variable: up to
 // kMaxCost) at times of its clock, which may step back a little (the wall

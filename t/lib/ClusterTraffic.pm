@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 package ClusterTraffic;
 
 # Requests for the cluster and sentinel tests (t/redis_cluster.t,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 package Failover;
 
 # How long after a failover the module decides again, for t/redis_cluster.t

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 package Processes;
 
 # Processes, ports and files for the test harness, shared by ThrottleTest's

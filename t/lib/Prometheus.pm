@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 package Prometheus;
 
 # The Prometheus side of the throttle_metrics tests: the text format read

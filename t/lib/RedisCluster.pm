@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 package RedisCluster;
 
 # A real Redis Cluster on loopback for the integration tests: redis-server

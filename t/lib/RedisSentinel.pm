@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 package RedisSentinel;
 
 # A Redis master, its replica and three Sentinels, all real redis-server

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 package RedisServer;
 
 # Real redis-server processes for the integration tests and TLS fixtures

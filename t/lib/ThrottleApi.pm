@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 package ThrottleApi;
 
 # What the throttle_api tests (t/api.t, t/redis_api.t) call from their perl

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 package ThrottleTest;
 
 # Integration test runner for ngx_http_throttle_module: real nginx, real

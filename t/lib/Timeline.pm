@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 package Timeline;
 
 # A timeline of requests: each sent at its own offset on a connection of

@@ -1,4 +1,5 @@
 #!/usr/bin/perl
+# SPDX-License-Identifier: BSD-2-Clause
 # Reads the sanitizer report files of make sanitize and decides:
 #
 #   check_reports.pl --ours TEXT... [--planted TEXT...] DIR...

@@ -1,4 +1,5 @@
 #!/usr/bin/perl
+# SPDX-License-Identifier: BSD-2-Clause
 # make sanitize's check of its own setup: nginx started as the integration
 # tests start it (TEST_NGINX_BINARY preloads the runtimes), with the module
 # of planted bugs (t/sanitize/probe, named by TEST_THROTTLE_MODULE) instead

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Preloaded by make sanitize into what it checks (Debian's nginx, the unit
  * tests), after libasan and before libubsan:

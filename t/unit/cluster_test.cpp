@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // Redis Cluster and Sentinel: key slots against Redis's own CLUSTER
 // KEYSLOT, the slot maps of a real 3-master cluster on loopback, a real
 // sentinel's answers and real servers' roles, each reply read from the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // delay=: how long an admitted request waits. Vectors worked out by hand
 // for bursts, delays and costs, then long random timelines against a
 // transcription of nginx's limit_req (its excess, in thousandths of a

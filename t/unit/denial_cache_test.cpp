@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // A strict zone's answers against Redis's: over random timelines, every
 // request a zone rejects from its memory of Redis's answers (the denial
 // cache) is one Redis would reject at that moment, with the fields Redis

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // A strict window zone's memory of Redis's answers: it rejects what Redis
 // would, with Redis's answer, and only that.
 #include "throttle/denial.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // fixed_window against hand-worked sequences and, over long random
 // timelines, against a reference model that keeps a count per window index.
 #include "throttle/policy.hpp"

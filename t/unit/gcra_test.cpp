@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // GCRA against redis-cell's reference vectors and, over long random
 // timelines, against a literal transcription of CL.THROTTLE kept here.
 #include "policy_support.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 #include "policy_support.hpp"
 #include "throttle/headers.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // What the algorithm tests share: policies made by algorithm name, and a
 // key held the way a zone holds it, through the same Policy calls the nginx
 // glue makes.

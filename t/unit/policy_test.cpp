@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // The rules a zone's policy applies whatever its algorithm: what a zone of
 // each algorithm accepts, what a reload may change, and how each mode
 // decides and commits a key.

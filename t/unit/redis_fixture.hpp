@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // A real redis-server for the tests that run the Lua scripts, and the
 // random policies, costs and clocks their timelines draw from.
 //

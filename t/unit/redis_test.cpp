@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // Redis key names and script replies, decoded by hiredis's own reader from
 // RESP bytes as they come off the wire.
 #include "policy_support.hpp"

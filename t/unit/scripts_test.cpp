@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // The Lua scripts (src/scripts/*.lua) against their C++ twins: over long
 // random timelines, a real redis-server and throttle::decide() on a state
 // kept here give the same answers, field by field, refunds included; and

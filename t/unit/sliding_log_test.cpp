@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // sliding_log against hand-worked sequences and, over long random
 // timelines, against a reference model that keeps the timestamps in a
 // deque.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // sliding_window against hand-worked sequences and, over long random
 // timelines, against a reference model that keeps every admitted request
 // and searches for the retry time instead of solving for it.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // Async mode for the window counters: a node's unsent units per window, and
 // Redis's answer turned into the node's view.
 #include "policy_support.hpp"

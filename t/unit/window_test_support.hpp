@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // What the fixed_window, sliding_window and sliding_log tests share: the
 // clock, hand-worked step tables and the random timelines they walk against
 // their reference models. Kept in one place so that the three algorithms are

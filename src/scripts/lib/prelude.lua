@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-2-Clause
 -- What every script shares: cmake/embed_scripts.cmake puts it first in each.
 
 -- Microseconds of Redis's clock, which every node shares; the tests pass

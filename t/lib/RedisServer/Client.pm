@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 package RedisServer::Client;
 
 # A minimal RESP2 client for the tests (RedisServer's cmd, and the .t files

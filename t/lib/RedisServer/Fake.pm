@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 package RedisServer::Fake;
 
 # A TCP server for faults a real Redis cannot produce. Modes:

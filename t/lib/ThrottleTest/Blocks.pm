@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 package ThrottleTest::Blocks;
 
 # The blocks of a test file: the __DATA__ text read by Test::Base's

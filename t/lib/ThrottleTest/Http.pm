@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 package ThrottleTest::Http;
 
 # A small HTTP/1.1 client for the tests, over raw loopback sockets so that

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 package ThrottleTest::Nginx;
 
 # nginx for the integration tests: a temporary prefix with a docroot, the

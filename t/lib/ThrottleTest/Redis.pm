@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 package ThrottleTest::Redis;
 
 # The Redis servers of a block (--- redis): started from the section's

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 package ThrottleTest::Requests;
 
 # The --- requests (and --- requests_after_reload) section of a block: its

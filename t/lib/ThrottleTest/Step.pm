@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 package ThrottleTest::Step;
 
 # The package perl steps run in (--- requests "perl:" and "perl { }"), with

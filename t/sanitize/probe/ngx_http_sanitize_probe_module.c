@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Bugs planted on purpose, for make sanitize to check that a report made
  * inside an nginx worker (running as nobody, with nginx's process title
