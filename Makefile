@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: BSD-2-Clause
 # ngx_http_throttle_module: build, demo, test and bench.
 #
-#   make demo    build, start nginx with the module on 127.0.0.1:8080, show
-#                requests passing then being limited
+#   make demo    build, start two nginx with the module (127.0.0.1:8080 and
+#                :8081 when free) and a redis-server of their own; show a
+#                local zone, one limit shared by both nginx against
+#                limit_req, and /metrics (make demo-stop stops them)
 #   make test    install what is missing, build, run every test
 #   make bench   throughput and latency with wrk, as ratios; writes
 #                docs/performance.md
@@ -41,7 +43,7 @@ BUILD_DEPS  := build-essential cmake nginx nginx-dev libssl-dev libpcre2-dev \
                zlib1g-dev libhiredis-dev rapidjson-dev
 TEST_DEPS   := $(BUILD_DEPS) googletest libgtest-dev perl libtest-base-perl \
                curl redis-server redis-tools openssl prometheus python3
-DEMO_DEPS   := $(BUILD_DEPS) curl
+DEMO_DEPS   := $(BUILD_DEPS) curl redis-server redis-tools python3
 BENCH_DEPS  := $(BUILD_DEPS) wrk curl python3 redis-server redis-tools
 ACCURACY_DEPS := $(BUILD_DEPS) python3 redis-server redis-tools gnuplot-nox
 CHAOS_DEPS  := $(BUILD_DEPS) wrk curl python3 redis-server redis-tools procps
