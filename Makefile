@@ -96,8 +96,9 @@ $(CORE_BUILD)/CMakeCache.txt:
 	cmake -S . -B $(CORE_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	    $(CMAKE_OPTS) >/dev/null
 
+# The module needs the library alone; make unit builds the unit tests.
 $(CORE_BUILD)/libthrottle_core.a: $(CORE_SRCS) $(CORE_BUILD)/CMakeCache.txt
-	cmake --build $(CORE_BUILD) -j $(JOBS)
+	cmake --build $(CORE_BUILD) -j $(JOBS) --target throttle_core
 	@touch $@
 
 # nginx's configure writes the list of glue files into its Makefile: a file
