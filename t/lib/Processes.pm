@@ -27,13 +27,17 @@ our $TIMEOUT = $ENV{TEST_THROTTLE_TIMEOUT} || 5;    # seconds, every wait
 my %children;    # pid => 1: children still running, killed at exit
 
 # Calls $cond every $interval seconds (default 0.02) until it returns true
-# or $seconds have passed; returns its last result.
+# or $seconds have passed; returns its last result. The last call starts
+# after $seconds: a condition that reads /proc/net/tcp can take a second or
+# two on a busy machine, and one call that began before what it waits for
+# happened must not be the only one.
 sub wait_until {
     my ($seconds, $cond, $interval) = @_;
     my $deadline = time + $seconds;
     while (1) {
+        my $last = time > $deadline;
         my $r = $cond->();
-        return $r if $r || time > $deadline;
+        return $r if $r || $last;
         sleep($interval // 0.02);
     }
 }
