@@ -196,10 +196,14 @@ my $CLOSE_WAIT = '08';
 # The IPv4 TCP sockets of this network namespace: { local_port,
 # remote_port, state (as /proc writes it: '0A' listening), rx_queue (bytes
 # not read yet; for a listening socket, connections not accepted yet),
-# inode (0 for a connection not accepted yet) }.
+# inode (0 for a connection not accepted yet) }. Only the lines that
+# match $only (a regex, port_re() or inode_re()) are parsed: a busy
+# machine's tests leave tens of thousands of sockets in TIME_WAIT, and
+# parsing them all takes about as long as reading the file.
 sub tcp_sockets {
+    my ($only) = @_;
     my @socks;
-    for my $line (split /\n/, read_file('/proc/net/tcp')) {
+    for my $line (grep { /$only/ } split /\n/, read_file('/proc/net/tcp')) {
         my ($local, $remote, $state, $queues, $inode) =
             (split ' ', $line)[1, 2, 3, 4, 9];
         next unless $local && $local =~ /^[0-9A-F]+:([0-9A-F]+)$/;
@@ -211,6 +215,20 @@ sub tcp_sockets {
                        inode => $inode };
     }
     return @socks;
+}
+
+# The lines of a socket with $port at either end (more may match).
+sub port_re {
+    my ($port) = @_;
+    my $hex = sprintf '%04X', $port;
+    return qr/:$hex /;
+}
+
+# The lines of the sockets with these inodes (more may match).
+sub inode_re {
+    my (@inodes) = @_;
+    my $any = join '|', @inodes;
+    return qr/ (?:$any) /;
 }
 
 # The inodes of the sockets the processes hold open.
@@ -233,7 +251,9 @@ sub socket_inodes {
 sub local_ports_of {
     my (@pids) = @_;
     my $mine = socket_inodes(@pids);
-    return map { $_->{local_port} } grep { $mine->{ $_->{inode} } } tcp_sockets();
+    return () unless %$mine;
+    return map { $_->{local_port} } grep { $mine->{ $_->{inode} } }
+           tcp_sockets(inode_re(keys %$mine));
 }
 
 # Whether the server listening on $port has read everything sent to it: no
@@ -241,7 +261,7 @@ sub local_ports_of {
 sub all_read {
     my ($port) = @_;
     return !grep { $_->{local_port} == $port && $_->{rx_queue} }
-                 tcp_sockets();
+                 tcp_sockets(port_re($port));
 }
 
 # How many connections the server on $port has not closed yet (its ends of
@@ -251,7 +271,7 @@ sub open_connections {
     return scalar grep {
         $_->{local_port} == $port && $_->{state} ne $LISTEN
             && $_->{state} ne $TIME_WAIT
-    } tcp_sockets();
+    } tcp_sockets(port_re($port));
 }
 
 # Whether a process other than @pids listens on $port too (SO_REUSEPORT
@@ -262,7 +282,7 @@ sub others_listen {
     return scalar grep {
         $_->{local_port} == $port && $_->{state} eq $LISTEN
             && !$ours->{ $_->{inode} }
-    } tcp_sockets();
+    } tcp_sockets(port_re($port));
 }
 
 # How many connections to the server on $port it closed and the client
@@ -270,7 +290,7 @@ sub others_listen {
 sub closed_by_peer {
     my ($port) = @_;
     return scalar grep { $_->{remote_port} == $port && $_->{state} eq $CLOSE_WAIT }
-                      tcp_sockets();
+                      tcp_sockets(port_re($port));
 }
 
 1;
