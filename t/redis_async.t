@@ -243,7 +243,7 @@ sub two_nodes_tests {
 
     isnt($A->{port}, $B->{port}, 'two nodes: two nginx on their own ports');
     # whose sync call is whose: each node's connections to Redis, as now
-    my $nodes = sub { [map { [worker_ports($_)] } $A, $B] };
+    my $nodes = sub { [worker_ports($A, $B)] };
 
     # -- B has touched the key (cost 0): it learns what A spent ----------
     {
@@ -348,7 +348,7 @@ sub two_nodes_tests {
         my $key = main::async_key('shared', 'p');
         ok($wait->(2, sub { has_units($redis, $key, $total, $T, $since) }),
            "$name: what both admitted reaches Redis");
-        ok($wait->(2, sub { $redis->synced({ $key => $total }, nodes => $nodes->()) }),
+        ok($wait->(2, sub { $redis->synced({ $key => $total }, nodes => $nodes) }),
            "$name: each node sent its units, then synced once more");
         holds_units($redis, $key, $total, $T, "$name: no unit lost or counted twice", $since);
         for my $pair (['A', $A], ['B', $B]) {
@@ -384,7 +384,7 @@ sub two_nodes_tests {
         my $key = main::async_key('shared', 'alt');
         ok($wait->(2, sub { has_units($redis, $key, $total, $T, $since) }),
            "$name: the total reaches Redis");
-        ok($wait->(2, sub { $redis->synced({ $key => $total }, nodes => $nodes->()) }),
+        ok($wait->(2, sub { $redis->synced({ $key => $total }, nodes => $nodes) }),
            "$name: each node sent its units, then synced once more");
         holds_units($redis, $key, $total, $T, "$name: Redis holds exactly what was admitted", $since);
     }

@@ -183,7 +183,7 @@ sub two_nodes_tests {
 
     isnt($A->{port}, $B->{port}, 'two nodes: two nginx on their own ports');
     # whose sync call is whose: each node's connections to Redis, as now
-    my $nodes = sub { [map { [worker_ports($_)] } $A, $B] };
+    my $nodes = sub { [worker_ports($A, $B)] };
 
     for my $alg (qw(fixed_window sliding_window)) {
         my $ab = $SHORT{$alg};
@@ -221,7 +221,7 @@ sub two_nodes_tests {
         # -- Redis counts each unit once; both views converge ---------------
         ok($wait->(2, sub { (window_hash($redis, $rkey)->{$f} // 0) == 10 }),
            "$name: Redis counts the 10 units");
-        ok($wait->(2, sub { $redis->synced({ $rkey => 10 }, nodes => $nodes->()) }),
+        ok($wait->(2, sub { $redis->synced({ $rkey => 10 }, nodes => $nodes) }),
            "$name: each node sent its units, then synced once more");
         holds_window($redis, $alg, $rkey, 10, $W, $name);
 
@@ -272,7 +272,7 @@ sub two_nodes_tests {
         cmp_ok($total, '>=', 10, "$name: at least 10 in total ($total)");
         ok($wait->(2, sub { (window_hash($redis, $rkey)->{$f} // 0) >= $total }),
            "$name: what both admitted reaches Redis");
-        ok($wait->(2, sub { $redis->synced({ $rkey => $total }, nodes => $nodes->()) }),
+        ok($wait->(2, sub { $redis->synced({ $rkey => $total }, nodes => $nodes) }),
            "$name: each node sent its units, then synced once more");
         holds_window($redis, $alg, $rkey, $total, $W, "$name: no unit lost or counted twice");
         for my $pair (['A', $A], ['B', $B]) {

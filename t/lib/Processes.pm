@@ -19,7 +19,7 @@ use Time::HiRes qw(sleep time);
 our @EXPORT_OK = qw($TIMEOUT wait_until free_port read_file fork_child
                     exited kill_wait run_cmd alive children_of wait_gone
                     waits_for_signals
-                    local_ports_of all_read open_connections
+                    local_ports_of local_ports_by all_read open_connections
                     closed_by_peer others_listen);
 
 our $TIMEOUT = $ENV{TEST_THROTTLE_TIMEOUT} || 5;    # seconds, every wait
@@ -250,10 +250,26 @@ sub socket_inodes {
 # are theirs).
 sub local_ports_of {
     my (@pids) = @_;
-    my $mine = socket_inodes(@pids);
-    return () unless %$mine;
-    return map { $_->{local_port} } grep { $mine->{ $_->{inode} } }
-           tcp_sockets(inode_re(keys %$mine));
+    my ($ports) = local_ports_by([@pids]);
+    return @$ports;
+}
+
+# local_ports_of() for each group of processes (a list of pids), from one
+# read of /proc/net/tcp, which takes up to a second on a busy machine: an
+# array of ports per group, in order.
+sub local_ports_by {
+    my (@groups) = @_;
+    my %group_of;
+    for my $i (0 .. $#groups) {
+        $group_of{$_} = $i for keys %{ socket_inodes(@{ $groups[$i] }) };
+    }
+    my @ports = map { [] } @groups;
+    return @ports unless %group_of;
+    for my $s (tcp_sockets(inode_re(keys %group_of))) {
+        my $i = $group_of{ $s->{inode} } // next;
+        push @{ $ports[$i] }, $s->{local_port};
+    }
+    return @ports;
 }
 
 # Whether the server listening on $port has read everything sent to it: no

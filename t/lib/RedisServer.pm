@@ -478,17 +478,21 @@ sub sync_calls {
 # that many in all, and been synced once more since by every node that
 # sent it any: the last sync of each for the key sent nothing (its second
 # sync, which only reads what the other nodes charged, has run). Options:
-# nodes => [[client ports of node 1], ...] (Processes::local_ports_of its
-# workers; without it every call is one node's), since => a SLOWLOG id
-# (only later calls count).
+# nodes => code returning [[client ports of node 1], ...]
+# (Processes::local_ports_of its workers; without it every call is one
+# node's), called once the calls are read, so that each connection a
+# call came on is open by then (a worker opens its connections as it
+# needs them); since => a SLOWLOG id (only later calls count).
 sub synced {
     my ($self, $want, %o) = @_;
+    my @calls = $self->sync_calls;
+    my $nodes = $o{nodes} ? $o{nodes}->() : [];
     my %node_of;
-    for my $i (0 .. $#{ $o{nodes} || [] }) {
-        $node_of{$_} = $i for @{ $o{nodes}[$i] };
+    for my $i (0 .. $#$nodes) {
+        $node_of{$_} = $i for @{ $nodes->[$i] };
     }
     my (%sent, %last);
-    for my $call ($self->sync_calls) {
+    for my $call (@calls) {
         next if defined $o{since} && $call->{id} <= $o{since};
         for my $key (grep { exists $want->{$_} } keys %{ $call->{units} }) {
             my $units = $call->{units}{$key};
