@@ -20,7 +20,7 @@ use Time::HiRes qw(sleep time);
 our @EXPORT_OK = qw($TIMEOUT wait_until free_port read_file fork_child
                     exited kill_wait run_cmd alive children_of wait_gone
                     waits_for_signals
-                    local_ports_of all_read open_connections
+                    local_ports_of local_ports_by all_read open_connections
                     closed_by_peer others_listen);
 
 our $TIMEOUT = $ENV{TEST_THROTTLE_TIMEOUT} || 5;    # seconds, every wait
@@ -28,13 +28,17 @@ our $TIMEOUT = $ENV{TEST_THROTTLE_TIMEOUT} || 5;    # seconds, every wait
 my %children;    # pid => 1: children still running, killed at exit
 
 # Calls $cond every $interval seconds (default 0.02) until it returns true
-# or $seconds have passed; returns its last result.
+# or $seconds have passed; returns its last result. The last call starts
+# after $seconds: a condition that reads /proc/net/tcp can take a second or
+# two on a busy machine, and one call that began before what it waits for
+# happened must not be the only one.
 sub wait_until {
     my ($seconds, $cond, $interval) = @_;
     my $deadline = time + $seconds;
     while (1) {
+        my $last = time > $deadline;
         my $r = $cond->();
-        return $r if $r || time > $deadline;
+        return $r if $r || $last;
         sleep($interval // 0.02);
     }
 }
@@ -193,10 +197,14 @@ my $CLOSE_WAIT = '08';
 # The IPv4 TCP sockets of this network namespace: { local_port,
 # remote_port, state (as /proc writes it: '0A' listening), rx_queue (bytes
 # not read yet; for a listening socket, connections not accepted yet),
-# inode (0 for a connection not accepted yet) }.
+# inode (0 for a connection not accepted yet) }. Only the lines that
+# match $only (a regex, port_re() or inode_re()) are parsed: a busy
+# machine's tests leave tens of thousands of sockets in TIME_WAIT, and
+# parsing them all takes about as long as reading the file.
 sub tcp_sockets {
+    my ($only) = @_;
     my @socks;
-    for my $line (split /\n/, read_file('/proc/net/tcp')) {
+    for my $line (grep { /$only/ } split /\n/, read_file('/proc/net/tcp')) {
         my ($local, $remote, $state, $queues, $inode) =
             (split ' ', $line)[1, 2, 3, 4, 9];
         next unless $local && $local =~ /^[0-9A-F]+:([0-9A-F]+)$/;
@@ -208,6 +216,20 @@ sub tcp_sockets {
                        inode => $inode };
     }
     return @socks;
+}
+
+# The lines of a socket with $port at either end (more may match).
+sub port_re {
+    my ($port) = @_;
+    my $hex = sprintf '%04X', $port;
+    return qr/:$hex /;
+}
+
+# The lines of the sockets with these inodes (more may match).
+sub inode_re {
+    my (@inodes) = @_;
+    my $any = join '|', @inodes;
+    return qr/ (?:$any) /;
 }
 
 # The inodes of the sockets the processes hold open.
@@ -229,8 +251,26 @@ sub socket_inodes {
 # are theirs).
 sub local_ports_of {
     my (@pids) = @_;
-    my $mine = socket_inodes(@pids);
-    return map { $_->{local_port} } grep { $mine->{ $_->{inode} } } tcp_sockets();
+    my ($ports) = local_ports_by([@pids]);
+    return @$ports;
+}
+
+# local_ports_of() for each group of processes (a list of pids), from one
+# read of /proc/net/tcp, which takes up to a second on a busy machine: an
+# array of ports per group, in order.
+sub local_ports_by {
+    my (@groups) = @_;
+    my %group_of;
+    for my $i (0 .. $#groups) {
+        $group_of{$_} = $i for keys %{ socket_inodes(@{ $groups[$i] }) };
+    }
+    my @ports = map { [] } @groups;
+    return @ports unless %group_of;
+    for my $s (tcp_sockets(inode_re(keys %group_of))) {
+        my $i = $group_of{ $s->{inode} } // next;
+        push @{ $ports[$i] }, $s->{local_port};
+    }
+    return @ports;
 }
 
 # Whether the server listening on $port has read everything sent to it: no
@@ -238,7 +278,7 @@ sub local_ports_of {
 sub all_read {
     my ($port) = @_;
     return !grep { $_->{local_port} == $port && $_->{rx_queue} }
-                 tcp_sockets();
+                 tcp_sockets(port_re($port));
 }
 
 # How many connections the server on $port has not closed yet (its ends of
@@ -248,7 +288,7 @@ sub open_connections {
     return scalar grep {
         $_->{local_port} == $port && $_->{state} ne $LISTEN
             && $_->{state} ne $TIME_WAIT
-    } tcp_sockets();
+    } tcp_sockets(port_re($port));
 }
 
 # Whether a process other than @pids listens on $port too (SO_REUSEPORT
@@ -259,7 +299,7 @@ sub others_listen {
     return scalar grep {
         $_->{local_port} == $port && $_->{state} eq $LISTEN
             && !$ours->{ $_->{inode} }
-    } tcp_sockets();
+    } tcp_sockets(port_re($port));
 }
 
 # How many connections to the server on $port it closed and the client
@@ -267,7 +307,7 @@ sub others_listen {
 sub closed_by_peer {
     my ($port) = @_;
     return scalar grep { $_->{remote_port} == $port && $_->{state} eq $CLOSE_WAIT }
-                      tcp_sockets();
+                      tcp_sockets(port_re($port));
 }
 
 1;

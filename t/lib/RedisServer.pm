@@ -28,6 +28,7 @@ RedisServer - real redis-server processes (and fault injectors) for tests
     $r->pause;  $r->resume;            # SIGSTOP / SIGCONT
     $r->restart;                       # stop, start again on the same port
     $r->kill_hard;                     # SIGKILL: no goodbye to clients
+    $r->kill_when_synced({ $key => 1 }, 2);  # ... once nothing is in flight
     $r->atomically([qw(TIME)], [qw(GET k)]);   # replies, at one instant
     $r->time_us;                       # Redis TIME in microseconds
     $r->sync_calls;                    # async syncs in SLOWLOG, and units
@@ -105,7 +106,7 @@ use Digest::SHA qw(sha1_hex sha256);
 use File::Basename qw(dirname);
 use File::Temp;
 use Processes qw($TIMEOUT wait_until free_port read_file fork_child exited
-                 kill_wait run_cmd);
+                 kill_wait run_cmd closed_by_peer);
 use RedisServer::Client;
 use RedisServer::Fake;
 
@@ -210,6 +211,26 @@ sub stop { $_[0]->_end('TERM') }
 
 # SIGKILL: no goodbye to the clients.
 sub kill_hard { $_[0]->_end('KILL') }
+
+# kill_hard at a moment when the module has nothing on its way to or from
+# Redis, so that the first sync to fail is one that cannot connect: a
+# sync in flight when Redis dies fails otherwise, and says why ("recv
+# failed", "connection closed by Redis") before any connect is refused.
+# Once each key of $want (as synced() takes it) has had its syncs, the
+# zones send nothing until they charge again; a round trip then lets Redis
+# write the reply to the last one (it writes the replies it owes before it
+# reads more input); after the kill, the wait is for the module to close
+# its ends of the connections, now idle, which it does without a failure.
+# True if each wait ended within $seconds.
+sub kill_when_synced {
+    my ($self, $want, $seconds) = @_;
+    my $synced = wait_until($seconds, sub { $self->synced($want) });
+    $self->cmd('PING');
+    my $port = $self->port;
+    $self->kill_hard;
+    return $synced
+        && wait_until($seconds, sub { !closed_by_peer($port) });
+}
 
 sub _end {
     my ($self, $signal) = @_;
@@ -458,17 +479,21 @@ sub sync_calls {
 # that many in all, and been synced once more since by every node that
 # sent it any: the last sync of each for the key sent nothing (its second
 # sync, which only reads what the other nodes charged, has run). Options:
-# nodes => [[client ports of node 1], ...] (Processes::local_ports_of its
-# workers; without it every call is one node's), since => a SLOWLOG id
-# (only later calls count).
+# nodes => code returning [[client ports of node 1], ...]
+# (Processes::local_ports_of its workers; without it every call is one
+# node's), called once the calls are read, so that each connection a
+# call came on is open by then (a worker opens its connections as it
+# needs them); since => a SLOWLOG id (only later calls count).
 sub synced {
     my ($self, $want, %o) = @_;
+    my @calls = $self->sync_calls;
+    my $nodes = $o{nodes} ? $o{nodes}->() : [];
     my %node_of;
-    for my $i (0 .. $#{ $o{nodes} || [] }) {
-        $node_of{$_} = $i for @{ $o{nodes}[$i] };
+    for my $i (0 .. $#$nodes) {
+        $node_of{$_} = $i for @{ $nodes->[$i] };
     }
     my (%sent, %last);
-    for my $call ($self->sync_calls) {
+    for my $call (@calls) {
         next if defined $o{since} && $call->{id} <= $o{since};
         for my $key (grep { exists $want->{$_} } keys %{ $call->{units} }) {
             my $units = $call->{units}{$key};

@@ -87,8 +87,10 @@ For tests that are not blocks (two nginx instances, say):
     my $res = http_request($n, 'GET /a.txt', 'X-Key' => 'a');
     my @res = http_parallel($n, 20, 'GET /a.txt', 'X-Key' => 'a');
     my $log = stop_instance($n);                   # error.log text
-    my @ports = worker_ports($n);   # its workers' sockets' local ports
-                                    # (whose Redis connection is whose)
+    my ($of_n, $of_m) = worker_ports($n, $m);   # per instance, an
+                                    # array of its workers' sockets' local
+                                    # ports (whose Redis connection is
+                                    # whose)
     my @logs = with_instances('two nodes', 2, \%sections,
                               sub { my @nodes = @_; ... });
                                     # started for the code, stopped after
@@ -108,7 +110,7 @@ use warnings;
 
 use Exporter 'import';
 use FindBin;
-use Processes qw(read_file children_of local_ports_of);
+use Processes qw(read_file children_of local_ports_by);
 use ThrottleTest::Blocks qw(run_blocks);
 use ThrottleTest::Http qw(http_request http_parallel connect_to http_read);
 use ThrottleTest::Nginx qw(check_binaries setup_prefix write_config
@@ -171,8 +173,8 @@ sub module_version {
 }
 
 sub worker_ports {
-    my ($env) = @_;
-    return local_ports_of(children_of($env->{master}));
+    my (@envs) = @_;
+    return local_ports_by(map { [children_of($_->{master})] } @envs);
 }
 
 1;

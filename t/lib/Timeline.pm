@@ -21,6 +21,10 @@ package Timeline;
 # the second one's wait look shorter. Every response must come within
 # $Processes::TIMEOUT after the last offset.
 #
+# A run step runs in the loop that reads the responses, which reads none
+# while it runs: a response that comes meanwhile is timed late by as long.
+# It must be quick (a signal, not a command that starts a process).
+#
 # To hold two limiters to the same timeline (throttle and limit_req, a
 # strict zone and a local one), groups() sends each group of requests to
 # every location at once, and same_outcomes() compares two locations group
