@@ -5,11 +5,13 @@
  * tag: one slot), as the slot map says (ngx_http_throttle_redis_slots.cpp).
  * MOVED moves the slot at once and the command with it, and the whole map
  * is read again soon; ASK sends the command there once, after ASKING. The
- * slots of a master that is gone are asked about elsewhere now and then:
- * a node that knows of the replica that took them over says so (MOVED)
- * before the next map does. A MOVED or ASK that names a node by host name
- * (cluster-preferred-endpoint-type hostname) goes to the node a slot map
- * announced by that name, beside its address: no name is looked up.
+ * commands for the slots of a master that is gone go to the other nodes:
+ * until a replica takes the slots over they answer an error at once
+ * (CLUSTERDOWN, or MOVED to the dead master), and from the moment they know
+ * of the replica they say so (MOVED), before the next map does. A MOVED or ASK
+ * that names a node by host name (cluster-preferred-endpoint-type hostname)
+ * goes to the node a slot map announced by that name, beside its address: no
+ * name is looked up.
  */
 
 #include "ngx_http_throttle_redis_conn.h"
@@ -17,10 +19,6 @@
 #include "ngx_http_throttle_params.h"
 
 #include "throttle/cluster.hpp"
-
-/* Requests for a failed master's slots that ask another node where they
- * are now: one per this many ms. */
-#define NGX_HTTP_THROTTLE_REDIS_PROBE_GAP 100
 
 /* Nodes a worker keeps for a Cluster, those it was given included. */
 #define NGX_HTTP_THROTTLE_REDIS_MAX_NODES 1024
@@ -210,18 +208,10 @@ ngx_http_throttle_redis_cluster_route(ngx_http_throttle_redis_worker_t *worker,
             return node;
         }
 
-        /* it is gone: a replica may have taken its slots over, and a node
-         * that knows says so (MOVED) before the next map does; one request
-         * now and then asks one, the others get throttle_on_error */
+        /* it is gone: a replica may take its slots over, and another node
+         * says so (MOVED) as soon as it knows, before the next map does;
+         * until then that node's error answers the request at once */
         ngx_http_throttle_redis_cluster_refresh_soon(worker);
-
-        if ((ngx_msec_int_t) (ngx_current_msec - node->probed_at)
-            < NGX_HTTP_THROTTLE_REDIS_PROBE_GAP)
-        {
-            return node;
-        }
-
-        node->probed_at = ngx_current_msec;
         return ngx_http_throttle_redis_cluster_other(worker, node);
     }
 

@@ -76,10 +76,8 @@ struct ngx_http_throttle_redis_node_s {
     ngx_uint_t                        next;     /* round robin over conns */
     ngx_uint_t                        failures; /* in a row */
     ngx_msec_t                        retry_at;
-    ngx_msec_t probed_at; /* a Cluster node that failed: when a request
-                             last asked another node about its slots */
-    u_char text[NGX_SOCKADDR_STRLEN + 1];
-    u_char address_text[NGX_SOCKADDR_STRLEN];
+    u_char                            text[NGX_SOCKADDR_STRLEN + 1];
+    u_char                            address_text[NGX_SOCKADDR_STRLEN];
     u_char announced_text[NGX_HTTP_THROTTLE_REDIS_NAME_LEN];
 };
 
