@@ -187,8 +187,11 @@ sub waits_are {
         my $d = $took[$_] - $want_ms[$_];
         $d < -2 || $d > 1000 * tolerance();
     } 0 .. $#want_ms;
+    my @written = map {
+        defined $_->{sent} ? int(1000 * ($_->{sent} - $_->{at})) : '-'
+    } @$responses;
     Test::More::ok(!@off && @took == @want_ms, "$name: $title: waits @want_ms ms")
-        or Test::More::diag("took: @took ms");
+        or Test::More::diag("took: @took ms (written @written ms after their offset)");
 }
 
 # A test: a header's values over the responses, as @want (a number
