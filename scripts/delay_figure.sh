@@ -59,6 +59,8 @@ http {
     limit_req_status 429;
     server {
         listen 127.0.0.1:$PORT;
+        # when nginx read and answered each request (t/lib/Timeline.pm)
+        add_header X-Timing "\$msec \$request_time" always;
         location /throttle/  { throttle zone=th delay=3; alias html/; }
         location /limit_req/ { limit_req zone=lr burst=9 delay=3; alias html/; }
     }

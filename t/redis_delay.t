@@ -7,7 +7,9 @@
 # phase.
 #
 # Rates are 10r/s or 5r/s: a wait is a whole T of 100 or 200 ms; times
-# are compared within Timeline::tolerance() (40 ms).
+# are compared within Timeline::tolerance() (40 ms), each timed location
+# saying when nginx read and answered each request (X-Timing, see
+# t/lib/Timeline.pm).
 
 use ThrottleTest;
 
@@ -48,6 +50,7 @@ throttle_zone $http_x_key zone=strict:1m rate=10r/s burst=5 redis=main;
 throttle_zone $http_x_key zone=local0:1m rate=10r/s burst=5;
 throttle_zone $http_x_key zone=strict0:1m rate=10r/s burst=5 redis=main;
 --- config
+add_header X-Timing "$msec $request_time" always;
 add_header X-Status $throttle_status always;
 location /local/   { throttle zone=local delay=2;   alias $TEST_NGINX_HTML_DIR/; }
 location /strict/  { throttle zone=strict delay=2;  alias $TEST_NGINX_HTML_DIR/; }
@@ -77,6 +80,7 @@ throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
 throttle_zone $http_x_key zone=local:1m rate=10r/s burst=5;
 throttle_zone $http_x_key zone=async:1m rate=10r/s burst=5 redis=main sync=async sync_interval=100ms;
 --- config
+add_header X-Timing "$msec $request_time" always;
 location /local/ { throttle zone=local delay=2; alias $TEST_NGINX_HTML_DIR/; }
 location /async/ { throttle zone=async delay=2; alias $TEST_NGINX_HTML_DIR/; }
 --- requests
@@ -99,6 +103,7 @@ throttle_zone $http_x_key zone=l1:1m rate=10r/s burst=5;
 throttle_zone $http_x_key zone=s2:1m rate=10r/s burst=5 redis=main;
 throttle_zone $http_x_key zone=l2:1m rate=10r/s burst=5;
 --- config
+add_header X-Timing "$msec $request_time" always;
 add_header X-Delay $throttle_delay always;
 location /strict-waits/ {
     throttle zone=s1 delay=0;
@@ -171,6 +176,7 @@ throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
 throttle_zone $http_x_key zone=z:1m rate=5r/s burst=5 redis=main;
 --- config
 location / {
+    add_header X-Timing "$msec $request_time" always;
     throttle zone=z delay=0;
 }
 --- requests
