@@ -621,8 +621,9 @@ switch_message(std::string_view channel, std::string_view text)
 std::string
 switch_news(const std::string &resp, std::string_view master)
 {
-    const MasterAddress news = read_switch_master(
-        resp.empty() ? nullptr : read_reply(resp).get(), master);
+    // the address points into the reply: it must outlive the reading
+    const Reply         reply = resp.empty() ? Reply{} : read_reply(resp);
+    const MasterAddress news = read_switch_master(reply.get(), master);
     switch (news.status) {
     case MasterAddress::Status::found:
         return "found " + std::string(news.address.host) + ":"
