@@ -175,11 +175,22 @@ ngx_http_throttle_async_take(ngx_http_throttle_zone_t *zone,
     return round;
 }
 
+/* Under the zone's lock: whether another round of this zone is in flight
+ * (a live claim; it lapses if its worker dies). */
+static bool
+ngx_http_throttle_async_claimed(ngx_http_throttle_shctx_t *sh,
+                                int64_t                    now) noexcept
+{
+    return sh->syncer != 0 && now < sh->syncer_until;
+}
+
 /* Under the zone's lock: whether this worker syncs the zone now, and if
- * so the keys it takes. The round is due within a millisecond (timers fire
- * on whole, cached milliseconds) and no other worker holds a live claim;
- * a worker whose own connections are backing off leaves it to another one,
- * or to its next tick. */
+ * so the keys it takes. No two rounds are ever in flight at once, so that
+ * a key's syncs reach Redis in the order they were taken. The round is due
+ * within a millisecond (timers fire on whole, cached milliseconds); a
+ * worker whose own connections are backing off leaves it to another one,
+ * or to its next tick. A worker shutting down takes what is due at once,
+ * whatever the schedule: this is its last tick. */
 static ngx_http_throttle_async_round_t *
 ngx_http_throttle_async_claim(ngx_http_throttle_zone_t *zone,
                               int64_t                   now) noexcept
@@ -188,22 +199,27 @@ ngx_http_throttle_async_claim(ngx_http_throttle_zone_t *zone,
     ngx_http_throttle_shctx_t       *sh = zone->sh;
     ngx_http_throttle_async_round_t *round;
 
-    if (now + 1000 < sh->next_round
-        || (sh->syncer != 0 && now < sh->syncer_until)
-        || ngx_http_throttle_redis_backing_off(zone->redis))
-    {
+    if (ngx_http_throttle_async_claimed(sh, now)) {
         return NULL;
     }
 
-    /* the next round keeps the cadence unless it has fallen behind */
-    interval = (int64_t) zone->sync_interval * 1000;
-    sh->next_round = sh->next_round + interval > now ? sh->next_round + interval
-                                                     : now + interval;
+    if (!ngx_http_throttle_async_exiting()) {
+        if (now + 1000 < sh->next_round
+            || ngx_http_throttle_redis_backing_off(zone->redis))
+        {
+            return NULL;
+        }
+
+        /* the next round keeps the cadence unless it has fallen behind */
+        interval = (int64_t) zone->sync_interval * 1000;
+        sh->next_round = sh->next_round + interval > now
+            ? sh->next_round + interval
+            : now + interval;
+    }
 
     round = ngx_http_throttle_async_take(zone, now);
 
     if (round) {
-        /* the claim lapses if this worker dies */
         sh->syncer = ngx_pid;
         sh->syncer_until = now
             + (int64_t) (zone->sync_interval
@@ -286,6 +302,7 @@ ngx_http_throttle_async_tick(ngx_event_t *ev) noexcept
 {
     ngx_http_throttle_zone_t *zone = (ngx_http_throttle_zone_t *) ev->data;
     ngx_http_throttle_async_round_t *round;
+    bool                             last_waits;
     int64_t                          now = zone->policy.now_us();
 
     ngx_shmtx_lock(&zone->shpool->mutex);
@@ -293,16 +310,22 @@ ngx_http_throttle_async_tick(ngx_event_t *ev) noexcept
     /* drained keys go even without traffic to sweep them */
     ngx_http_throttle_expire(zone, 100, now);
 
-    /* a worker shutting down takes what is due at once, whatever the
-     * schedule and whoever holds the claim: this is its last tick */
-    round = ngx_http_throttle_async_exiting()
-        ? ngx_http_throttle_async_take(zone, now)
-        : ngx_http_throttle_async_claim(zone, now);
+    round = ngx_http_throttle_async_claim(zone, now);
+
+    /* a worker shutting down while a round is in flight (its own, or a new
+     * worker's after a reload) takes its last one when that is done */
+    last_waits = round == NULL && ngx_http_throttle_async_exiting()
+        && ngx_http_throttle_async_claimed(zone->sh, now);
 
     ngx_shmtx_unlock(&zone->shpool->mutex);
 
     if (round) {
         ngx_http_throttle_async_send_round(round, now);
+    }
+
+    if (last_waits && !ngx_terminate) {
+        ngx_add_timer(ev, ngx_http_throttle_async_tick_ms(zone));
+        return;
     }
 
     ngx_http_throttle_async_schedule(zone);
