@@ -878,6 +878,68 @@ cannot sync with Redis
 
 
 
+=== TEST 6b: reload while a sync waits in Redis: the old workers' last syncs follow it, one in flight at a time
+The old workers used to send their last syncs at once, beside the one in
+flight: a key's two syncs could then reach Redis out of order. Redis is
+paused (CLIENT PAUSE WRITE) with a sync waiting in it, a key charged after
+that sync was taken, and nginx reloaded meanwhile: a child counts the
+scripts waiting in Redis until the pause ends.
+--- redis
+redis: slowlog-log-slower-than 0; slowlog-max-len 10000
+--- http_config
+throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT timeout=5s;
+throttle_zone $http_x_key zone=z:1m rate=1r/m burst=9 redis=main sync=async sync_interval=1s;
+--- config
+location / {
+    throttle zone=z;
+}
+--- requests
+GET /a.txt => 200
+  > X-Key: a
+perl {
+    ok(wait_until(3, sub { main::has_units($redis, main::async_key('z', 'a'), 1, 60_000) }),
+       "$name: a's first sync done");
+    $redis->cmd('CLIENT', 'PAUSE', 2500, 'WRITE');
+}
+GET /a.txt => 200
+  > X-Key: b
+perl {
+    ok(wait_until(3, sub { $redis->scripts_waiting == 1 }),
+       "$name: the sync that took b waits in the paused Redis");
+    $main::waiting_file = $redis->dir . "/waiting";
+    $main::sampler = Processes::fork_child(sub {
+        my ($most, $until) = (0, time + 4);
+        while (time < $until) {
+            my $n = $redis->scripts_waiting;
+            $most = $n if $n > $most;
+            sleep 0.01;
+        }
+        open my $fh, '>', $main::waiting_file or POSIX::_exit(1);
+        print $fh $most;
+        close $fh;
+        POSIX::_exit(0);
+    });
+}
+# due the next sync, which the old workers would take at their last tick
+GET /a.txt => 200
+  > X-Key: c
+--- reload_http_config
+throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT timeout=5s;
+throttle_zone $http_x_key zone=z:1m rate=1r/m burst=9 redis=main sync=async sync_interval=50ms;
+--- requests_after_reload
+perl {
+    ok(wait_until(6, sub { Processes::exited($main::sampler) }), "$name: the count is done");
+    is(Processes::read_file($main::waiting_file), 1,
+       "$name: one sync waited in Redis at a time, through the reload");
+    ok(wait_until(3, sub { $redis->synced({ map { (main::async_key('z', $_) => 1) } qw(a b c) }) }),
+       "$name: each key's unit sent once, then its second sync");
+    main::holds_units($redis, main::async_key('z', $_), 1, 60_000, $name) for qw(a b c);
+}
+--- no_error_log
+cannot sync with Redis
+[emerg]
+
+
 === TEST 6a: reload from async to local: the keys keep their state; units Redis never got are let go, said once; nothing syncs any more
 --- redis
 closed
@@ -920,7 +982,7 @@ cannot sync with Redis
 
 
 
-=== TEST 6b: nginx -s quit: the workers send the units charged since the last sync before they exit
+=== TEST 6b: reload while a sync waits in Redis: the old workers' last syncs follow it, one in flight at a time
 --- redis
 redis
 --- http_config

@@ -391,6 +391,19 @@ sub script_calls {
     return $n;
 }
 
+# Scripts sent to a paused server (CLIENT PAUSE WRITE) and waiting there:
+# a client blocked on one counts it, and one more if further commands wait
+# in its query buffer (a connection pipelines its calls).
+sub scripts_waiting {
+    my ($self) = @_;
+    my $n = 0;
+    for (split /\r?\n/, '' . $self->cmd_once('CLIENT', 'LIST')) {
+        next unless /\bflags=\w*b/ && /\bcmd=eval(?:sha)?\b/;
+        $n += /\bqbuf=0\b/ ? 1 : 2;
+    }
+    return $n;
+}
+
 # INFO SECTION as { field => value }.
 sub info {
     my ($self, $section) = @_;
