@@ -202,7 +202,7 @@ ngx_http_throttle_api_reply(ngx_http_throttle_api_call_t *call,
 {
     ngx_str_t json;
 
-    if (ctx->status == NGX_HTTP_THROTTLE_NONE) {
+    if (ngx_http_throttle_status(ctx) == throttle::Status::none) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR; /* it could not start */
     }
 

@@ -352,13 +352,15 @@ ngx_http_throttle_api_write_check(ngx_http_throttle_api_writer_t  &w,
                                   const ngx_http_throttle_check_t *check,
                                   const ngx_str_t                 *key) noexcept
 {
-    ngx_uint_t       verdict = ngx_http_throttle_metrics_verdict(ctx, check);
-    const ngx_str_t *status = ngx_http_throttle_status_name(verdict);
+    ngx_uint_t       i = (ngx_uint_t) (check - ctx->checks);
+    throttle::Status verdict = ctx->decision.verdict(i);
+    ngx_str_t        status = ngx_http_throttle_status_name(verdict);
     const ngx_str_t *zone = &check->zone->name;
-    bool             decided = verdict != NGX_HTTP_THROTTLE_ERROR_ALLOWED
-        && verdict != NGX_HTTP_THROTTLE_ERROR_DENIED;
+    bool             decided = verdict != throttle::Status::error_allowed
+        && verdict != throttle::Status::error_denied;
 
-    const throttle::ThrottleResult &res = check->decision.result;
+    const throttle::ZoneCheck      &part = ctx->decision.check(i);
+    const throttle::ThrottleResult &res = part.decision.result;
 
     w.StartObject();
     w.Key("zone");
@@ -370,7 +372,7 @@ ngx_http_throttle_api_write_check(ngx_http_throttle_api_writer_t  &w,
         return false;
     }
     w.Key("status");
-    w.String((const char *) status->data, (rapidjson::SizeType) status->len);
+    w.String((const char *) status.data, (rapidjson::SizeType) status.len);
 
     const struct {
         const char *name;
@@ -382,7 +384,7 @@ ngx_http_throttle_api_write_check(ngx_http_throttle_api_writer_t  &w,
         {"retry_after_ms",
          res.retry_after_us < 0 ? -1
                                 : throttle::ceil_millis(res.retry_after_us)},
-        {"delay_ms", throttle::ceil_millis(check->wait)}};
+        {"delay_ms", throttle::ceil_millis(part.wait_us)}};
 
     for (const auto &f : figures) {
         w.Key(f.name);

@@ -76,7 +76,7 @@ ngx_http_throttle_add_fields(ngx_http_request_t            *r,
     u_char                   *p;
     size_t                    cap;
     std::string_view          name;
-    ngx_http_throttle_zone_t *zone = ctx->zone;
+    ngx_http_throttle_zone_t *zone = ngx_http_throttle_binding(ctx);
 
     static ngx_str_t policy = ngx_string("RateLimit-Policy");
     static ngx_str_t ratelimit = ngx_string("RateLimit");
@@ -101,7 +101,8 @@ ngx_http_throttle_add_fields(ngx_http_request_t            *r,
 
     return ngx_http_throttle_add_header(
         r, ratelimit, p,
-        throttle::format_ratelimit((char *) p, name, ctx->result));
+        throttle::format_ratelimit((char *) p, name,
+                                   ctx->decision.outcome().result));
 }
 
 static ngx_int_t
@@ -112,15 +113,19 @@ ngx_http_throttle_add_legacy(ngx_http_request_t            *r,
     static ngx_str_t remaining = ngx_string("X-RateLimit-Remaining");
     static ngx_str_t reset = ngx_string("X-RateLimit-Reset");
 
-    if (ngx_http_throttle_add_int(r, limit, ctx->result.limit) != NGX_OK
-        || ngx_http_throttle_add_int(r, remaining, ctx->result.remaining)
+    if (ngx_http_throttle_add_int(r, limit,
+                                  ctx->decision.outcome().result.limit)
+            != NGX_OK
+        || ngx_http_throttle_add_int(r, remaining,
+                                     ctx->decision.outcome().result.remaining)
             != NGX_OK)
     {
         return NGX_ERROR;
     }
 
     return ngx_http_throttle_add_int(
-        r, reset, throttle::ceil_seconds(ctx->result.reset_after_us));
+        r, reset,
+        throttle::ceil_seconds(ctx->decision.outcome().result.reset_after_us));
 }
 
 static ngx_int_t
@@ -137,17 +142,19 @@ ngx_http_throttle_header_filter(ngx_http_request_t *r) noexcept
 
     ctx = ngx_http_throttle_answer(r);
 
-    if (ctx == NULL || ctx->zone == NULL
+    if (ctx == NULL || ngx_http_throttle_binding(ctx) == NULL
         || ctx->tlcf->headers == NGX_HTTP_THROTTLE_HEADERS_OFF)
     {
         return ngx_http_next_header_filter(r);
     }
 
-    if (ctx->status == NGX_HTTP_THROTTLE_REJECTED
-        && ctx->result.retry_after_us >= 0)
+    if (ngx_http_throttle_status(ctx) == throttle::Status::rejected
+        && ctx->decision.outcome().result.retry_after_us >= 0)
     {
         rc = ngx_http_throttle_add_int(
-            r, retry_after, throttle::ceil_seconds(ctx->result.retry_after_us));
+            r, retry_after,
+            throttle::ceil_seconds(
+                ctx->decision.outcome().result.retry_after_us));
     }
 
     if (rc == NGX_OK) {

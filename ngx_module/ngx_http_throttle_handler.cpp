@@ -166,7 +166,7 @@ ngx_http_throttle_hold(ngx_http_throttle_ctx_t *ctx, ngx_int_t rc) noexcept
     ngx_time_update();
 
     c->write->delayed = 1;
-    ngx_add_timer(c->write, ctx->delay);
+    ngx_add_timer(c->write, (ngx_msec_t) ctx->decision.outcome().delay_ms);
 
     ctx->rc = rc;
     ctx->waiting = 1;
@@ -182,7 +182,7 @@ ngx_http_throttle_resume(ngx_http_throttle_ctx_t *ctx) noexcept
 
     rc = ngx_http_throttle_complete(ctx);
 
-    if (ctx->status == NGX_HTTP_THROTTLE_DELAYED) {
+    if (ngx_http_throttle_status(ctx) == throttle::Status::delayed) {
         rc = ngx_http_throttle_hold(ctx, rc);
 
         if (rc != NGX_AGAIN) {
@@ -253,7 +253,7 @@ ngx_http_throttle_handle(ngx_http_request_t *r, ngx_uint_t phase) noexcept
 
     rc = ngx_http_throttle_start(r, ctx);
 
-    return ctx->status == NGX_HTTP_THROTTLE_DELAYED
+    return ngx_http_throttle_status(ctx) == throttle::Status::delayed
         ? ngx_http_throttle_hold(ctx, rc)
         : rc;
 }

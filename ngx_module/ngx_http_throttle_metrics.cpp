@@ -42,10 +42,30 @@ typedef struct {
     {                                                                          \
         labels, offsetof(ngx_http_throttle_metrics_t, field), NULL             \
     }
+/* nginx_throttle_requests_total's sample of a status: its label is the
+ * core's (throttle::StatusInfo::label), checked at compile time. */
+#define NGX_HTTP_THROTTLE_RESULT(status)                                       \
+    NGX_HTTP_THROTTLE_COUNTER(",result=\"" #status "\"",                       \
+                              requests[ngx_http_throttle_metrics_result(       \
+                                  throttle::Status::status, #status)])
 #define NGX_HTTP_THROTTLE_GAUGE(gauge)                                         \
     {                                                                          \
         "", 0, gauge                                                           \
     }
+
+/* Called only where a sample's label is not the core's: not constexpr,
+ * so the families' constant initializer does not compile. */
+void ngx_http_throttle_metrics_label_is_not_the_cores() noexcept;
+
+/* The counter of a status whose label is "label". */
+static constexpr size_t
+ngx_http_throttle_metrics_result(throttle::Status status,
+                                 const char      *label) noexcept
+{
+    return throttle::status_info(status).label == std::string_view(label)
+        ? (size_t) status
+        : (ngx_http_throttle_metrics_label_is_not_the_cores(), 0);
+}
 
 /* The most samples a family has for one zone. */
 #define NGX_HTTP_THROTTLE_METRICS_SAMPLES 7
@@ -113,7 +133,7 @@ ngx_http_throttle_metrics_lag(const ngx_http_throttle_zone_t *zone) noexcept
 }
 
 /* The zones' families, sorted by name. */
-static const ngx_http_throttle_metrics_family_t
+static constexpr ngx_http_throttle_metrics_family_t
     ngx_http_throttle_metrics_families[] = {
         {"nginx_throttle_denial_cache_hits_total",
          "counter",
@@ -128,22 +148,12 @@ static const ngx_http_throttle_metrics_family_t
          "it refused itself, delayed those its line held back.",
          NGX_HTTP_THROTTLE_METRICS_ANY,
          false,
-         {NGX_HTTP_THROTTLE_COUNTER(",result=\"passed\"",
-                                    requests[NGX_HTTP_THROTTLE_PASSED]),
-          NGX_HTTP_THROTTLE_COUNTER(",result=\"rejected\"",
-                                    requests[NGX_HTTP_THROTTLE_REJECTED]),
-          NGX_HTTP_THROTTLE_COUNTER(
-              ",result=\"rejected_dry_run\"",
-              requests[NGX_HTTP_THROTTLE_REJECTED_DRY_RUN]),
-          NGX_HTTP_THROTTLE_COUNTER(",result=\"error_allowed\"",
-                                    requests[NGX_HTTP_THROTTLE_ERROR_ALLOWED]),
-          NGX_HTTP_THROTTLE_COUNTER(",result=\"error_denied\"",
-                                    requests[NGX_HTTP_THROTTLE_ERROR_DENIED]),
-          NGX_HTTP_THROTTLE_COUNTER(",result=\"delayed\"",
-                                    requests[NGX_HTTP_THROTTLE_DELAYED]),
-          NGX_HTTP_THROTTLE_COUNTER(
-              ",result=\"delayed_dry_run\"",
-              requests[NGX_HTTP_THROTTLE_DELAYED_DRY_RUN])}},
+         {NGX_HTTP_THROTTLE_RESULT(passed), NGX_HTTP_THROTTLE_RESULT(rejected),
+          NGX_HTTP_THROTTLE_RESULT(rejected_dry_run),
+          NGX_HTTP_THROTTLE_RESULT(error_allowed),
+          NGX_HTTP_THROTTLE_RESULT(error_denied),
+          NGX_HTTP_THROTTLE_RESULT(delayed),
+          NGX_HTTP_THROTTLE_RESULT(delayed_dry_run)}},
         {"nginx_throttle_sync_keys_total",
          "counter",
          "Keys an async zone synced with Redis.",

@@ -14,76 +14,36 @@
 #include "ngx_http_throttle_module.h"
 
 /*
- * What one zone said of a request its phase decided: rejected (or
- * rejected_dry_run) if it refused it itself, whatever the others said;
- * else the phase's throttle_on_error outcome if the phase fell to it, or if
- * this zone's Redis failed; else delayed (or delayed_dry_run) if its own
- * line would hold the request back, passed if not, even when another zone
- * refused the request. So a zone's "rejected" are the requests it refused,
- * its "delayed" those it held back.
- */
-static inline ngx_uint_t
-ngx_http_throttle_metrics_verdict(
-    const ngx_http_throttle_ctx_t   *ctx,
-    const ngx_http_throttle_check_t *check) noexcept
-{
-    const ngx_http_throttle_loc_conf_t *tlcf = ctx->tlcf;
-
-    if (!check->failed && check->decision.result.limited) {
-        return tlcf->dry_run ? NGX_HTTP_THROTTLE_REJECTED_DRY_RUN
-                             : NGX_HTTP_THROTTLE_REJECTED;
-    }
-
-    if (ctx->status == NGX_HTTP_THROTTLE_ERROR_ALLOWED
-        || ctx->status == NGX_HTTP_THROTTLE_ERROR_DENIED)
-    {
-        return ctx->status;
-    }
-
-    if (check->failed) {
-        /* another zone refused the request first */
-        return tlcf->on_error == NGX_HTTP_THROTTLE_ON_ERROR_DENY
-                && !tlcf->dry_run
-            ? NGX_HTTP_THROTTLE_ERROR_DENIED
-            : NGX_HTTP_THROTTLE_ERROR_ALLOWED;
-    }
-
-    if (check->wait > 0) {
-        return tlcf->dry_run ? NGX_HTTP_THROTTLE_DELAYED_DRY_RUN
-                             : NGX_HTTP_THROTTLE_DELAYED;
-    }
-
-    return NGX_HTTP_THROTTLE_PASSED;
-}
-
-/*
  * A phase has decided a request: each zone that took part (its key was
- * not empty) counts it once, by its own verdict; a zone counts the units
- * it charged, and those it refused when it rejected the request itself.
+ * not empty) counts it once, by its own verdict
+ * (throttle::RequestDecision::verdict()); a zone counts the units it
+ * charged, and those it refused when it rejected the request itself.
  */
 static inline void
 ngx_http_throttle_metrics_decided(const ngx_http_throttle_ctx_t *ctx) noexcept
 {
-    ngx_uint_t                       i;
-    ngx_http_throttle_metrics_t     *m;
-    const ngx_http_throttle_check_t *check;
+    ngx_uint_t                   i;
+    ngx_http_throttle_metrics_t *m;
+    throttle::Status             verdict;
 
     for (i = 0; i < ctx->nchecks; i++) {
-        check = &ctx->checks[i];
-
-        if (check->zone == NULL) {
+        if (ctx->checks[i].zone == NULL) {
             continue;
         }
 
-        m = &check->zone->sh->metrics;
-        ngx_http_throttle_metrics_add(
-            &m->requests[ngx_http_throttle_metrics_verdict(ctx, check)], 1);
+        const throttle::ZoneCheck &part = ctx->decision.check(i);
 
-        if (check->charged) {
-            ngx_http_throttle_metrics_add(&m->units_passed, check->cost);
+        m = &ctx->checks[i].zone->sh->metrics;
+        verdict = ctx->decision.verdict(i);
+        ngx_http_throttle_metrics_add(&m->requests[(size_t) verdict], 1);
 
-        } else if (!check->failed && check->decision.result.limited) {
-            ngx_http_throttle_metrics_add(&m->units_rejected, check->cost);
+        if (part.charged) {
+            ngx_http_throttle_metrics_add(&m->units_passed, part.cost);
+
+        } else if (verdict == throttle::Status::rejected
+                   || verdict == throttle::Status::rejected_dry_run)
+        {
+            ngx_http_throttle_metrics_add(&m->units_rejected, part.cost);
         }
     }
 }
@@ -93,17 +53,12 @@ ngx_http_throttle_metrics_decided(const ngx_http_throttle_ctx_t *ctx) noexcept
 static inline void
 ngx_http_throttle_metrics_denials(const ngx_http_throttle_ctx_t *ctx) noexcept
 {
-    ngx_uint_t                       i;
-    const ngx_http_throttle_check_t *check;
+    ngx_uint_t i;
 
     for (i = 0; i < ctx->nchecks; i++) {
-        check = &ctx->checks[i];
-
-        if (check->zone && ngx_http_throttle_strict(check->zone)
-            && check->decision.result.limited)
-        {
+        if (ctx->decision.denied_from_memory(i)) {
             ngx_http_throttle_metrics_add(
-                &check->zone->sh->metrics.denial_cache_hits, 1);
+                &ctx->checks[i].zone->sh->metrics.denial_cache_hits, 1);
         }
     }
 }

@@ -25,6 +25,7 @@ extern "C" {
 
 #include "throttle/key.hpp"
 #include "throttle/policy.hpp"
+#include "throttle/request.hpp"
 #include "throttle/result.hpp"
 
 extern "C" ngx_module_t ngx_http_throttle_module;
@@ -33,19 +34,6 @@ extern "C" ngx_module_t ngx_http_throttle_module;
  * throttle_metrics (build_info), and the upstream version of the Debian
  * package (debian/changelog; its build checks that they agree). */
 #define NGX_HTTP_THROTTLE_VERSION "0.1.0"
-
-/* $throttle_status values */
-enum ngx_http_throttle_status_e {
-    NGX_HTTP_THROTTLE_NONE = 0,
-    NGX_HTTP_THROTTLE_PASSED,
-    NGX_HTTP_THROTTLE_REJECTED,
-    NGX_HTTP_THROTTLE_REJECTED_DRY_RUN,
-    NGX_HTTP_THROTTLE_ERROR_ALLOWED,
-    NGX_HTTP_THROTTLE_ERROR_DENIED,
-    NGX_HTTP_THROTTLE_DELAYED,         /* passed after a wait (delay=) */
-    NGX_HTTP_THROTTLE_DELAYED_DRY_RUN, /* would have waited */
-    NGX_HTTP_THROTTLE_NSTATUS          /* how many there are */
-};
 
 /* When a "throttle" line decides (phase=): in the preaccess phase, as
  * limit_req, or once the access phase has let the request in (nginx's
@@ -72,8 +60,8 @@ enum ngx_http_throttle_status_e {
  * each is an aligned word, which x86_64 and arm64 never read torn.
  */
 typedef struct {
-    /* by $throttle_status */
-    ngx_atomic_t requests[NGX_HTTP_THROTTLE_NSTATUS];
+    /* by the zone's own verdict (throttle::RequestDecision::verdict()) */
+    ngx_atomic_t requests[throttle::kStatusCount];
     /* units charged; refused by this zone itself */
     ngx_atomic_t units_passed;
     ngx_atomic_t units_rejected;
@@ -200,46 +188,36 @@ typedef struct {
 
 typedef struct ngx_http_throttle_ctx_s ngx_http_throttle_ctx_t;
 
-/* One zone's part in a decision, between lookup and commit. */
+/* A check's zone side: its key's node between lookup and commit, and its
+ * Redis call; the decision's side is its part (throttle::ZoneCheck). */
 typedef struct {
     ngx_http_throttle_zone_t *zone; /* NULL: empty key, not limited */
+    throttle::ZoneCheck      *part;
     throttle::ZoneKey         key;
-    int64_t                   cost;
-    int64_t                   delay; /* the line's delay= */
-    int64_t                   wait;  /* us this zone holds the request */
     ngx_http_throttle_node_t *node;  /* existing node, or NULL */
     ngx_http_throttle_node_t *fresh; /* allocated, not yet inserted */
     uint32_t                  hash;
     int64_t                   now; /* of the zone's clock */
-    throttle::Decision        decision;
     /* strict mode */
     ngx_http_throttle_ctx_t       *ctx;
     ngx_str_t                      redis_key;
     ngx_http_throttle_redis_cmd_t *cmd;       /* in flight */
     int64_t                        sent_at;   /* the zone's clock, us */
     int64_t                        tokens[2]; /* the charge, for a refund */
-    unsigned                       failed : 1;
-    unsigned                       charged : 1; /* the zone keeps the cost */
 } ngx_http_throttle_check_t;
 
 /* A phase's decision about a request, kept for the whole main request. */
 struct ngx_http_throttle_ctx_s {
     ngx_uint_t                    phase;
-    ngx_uint_t                    status; /* ngx_http_throttle_status_e */
-    ngx_http_throttle_zone_t     *zone;   /* binding zone, or NULL */
-    throttle::ThrottleResult      result; /* binding zone's answer */
+    throttle::RequestDecision     decision;
     ngx_http_request_t           *request;
     ngx_http_throttle_loc_conf_t *tlcf; /* of the location that decided */
     ngx_http_throttle_check_t    *checks;
     ngx_uint_t                    nchecks;
-    /* the longest of the zones' waits, ms (in a dry run, what it would
-     * have been) */
-    ngx_msec_t delay;
     /* while Redis answers, or the request waits */
     ngx_uint_t pending;     /* replies awaited */
     ngx_int_t  rc;          /* for the resumed handler */
     unsigned   started : 1; /* the phase has decided, or is deciding */
-    unsigned   strict : 1;  /* a strict zone takes part */
     unsigned   waiting : 1; /* for Redis, or for the delay to pass */
     unsigned   resume : 1;  /* done waiting: return rc */
 
@@ -248,6 +226,39 @@ struct ngx_http_throttle_ctx_s {
     void (*resume_handler)(ngx_http_throttle_ctx_t *ctx);
     void *data; /* the resume handler's */
 };
+
+/* $throttle_status of a phase: none until it has decided. */
+static inline throttle::Status
+ngx_http_throttle_status(const ngx_http_throttle_ctx_t *ctx) noexcept
+{
+    return ctx->decision.outcome().status;
+}
+
+/* The zone whose answer the client gets, or NULL if none decided. */
+static inline ngx_http_throttle_zone_t *
+ngx_http_throttle_binding(const ngx_http_throttle_ctx_t *ctx) noexcept
+{
+    int binding = ctx->decision.outcome().binding;
+
+    return binding < 0 ? NULL : ctx->checks[binding].zone;
+}
+
+static inline throttle::Answer
+ngx_http_throttle_phase_answer(const ngx_http_throttle_ctx_t *ctx) noexcept
+{
+    return {ngx_http_throttle_status(ctx),
+            ngx_http_throttle_binding(ctx) ? &ctx->decision.outcome().result
+                                           : nullptr};
+}
+
+/* A status's name ($throttle_status, the API's "status"). */
+static inline ngx_str_t
+ngx_http_throttle_status_name(throttle::Status status) noexcept
+{
+    std::string_view name = throttle::status_info(status).name;
+
+    return {name.size(), (u_char *) name.data()};
+}
 
 /* The module's context of a main request: a decision per phase, and the
  * one a throttle_api location made for the caller's checks. */
@@ -313,7 +324,6 @@ ngx_int_t ngx_http_throttle_start_given(ngx_http_request_t              *r,
                                         const ngx_http_throttle_given_t *given,
                                         ngx_uint_t n) noexcept;
 ngx_int_t ngx_http_throttle_complete(ngx_http_throttle_ctx_t *ctx) noexcept;
-ngx_int_t ngx_http_throttle_fail(ngx_http_throttle_ctx_t *ctx) noexcept;
 const ngx_http_throttle_ctx_t *
 ngx_http_throttle_answer(ngx_http_request_t *r) noexcept;
 
@@ -328,8 +338,7 @@ void ngx_http_throttle_resume(ngx_http_throttle_ctx_t *ctx) noexcept;
 
 /* ngx_http_throttle_strict.cpp */
 ngx_uint_t ngx_http_throttle_strict_send(ngx_http_throttle_ctx_t *ctx) noexcept;
-void       ngx_http_throttle_strict_settle(ngx_http_throttle_ctx_t *ctx,
-                                           bool admitted) noexcept;
+void ngx_http_throttle_strict_settle(ngx_http_throttle_ctx_t *ctx) noexcept;
 
 /* ngx_http_throttle_async.cpp */
 ngx_int_t
@@ -376,7 +385,5 @@ char *ngx_http_throttle_api_directive(ngx_conf_t *cf, ngx_command_t *cmd,
 
 /* ngx_http_throttle_variables.cpp */
 ngx_int_t ngx_http_throttle_add_variables(ngx_conf_t *cf) noexcept;
-/* $throttle_status's value for an ngx_http_throttle_status_e */
-const ngx_str_t *ngx_http_throttle_status_name(ngx_uint_t status) noexcept;
 
 #endif /* NGX_HTTP_THROTTLE_MODULE_H */

@@ -37,22 +37,23 @@ ngx_http_throttle_strict_done(void *data, redisReply *reply, const char *err,
     ngx_http_throttle_check_t *check = (ngx_http_throttle_check_t *) data;
     ngx_http_throttle_ctx_t   *ctx = check->ctx;
     ngx_http_throttle_zone_t  *zone = check->zone;
+    ngx_uint_t                 i = (ngx_uint_t) (check - ctx->checks);
 
     check->cmd = NULL;
 
     if (reply == NULL) {
-        check->failed = 1; /* the transport has logged why */
+        ctx->decision.failed(i); /* the transport has logged why */
 
     } else {
         throttle::ScriptReply decoded = zone->policy.read_decision(reply);
 
         if (decoded.ok) {
-            check->decision.result = decoded.result;
+            ctx->decision.answered(i, decoded.result);
             check->tokens[0] = decoded.tokens[0];
             check->tokens[1] = decoded.tokens[1];
 
         } else {
-            check->failed = 1;
+            ctx->decision.failed(i);
 
             /* an error reply has been counted by the transport */
             if (reply->type != REDIS_REPLY_ERROR) {
@@ -121,14 +122,14 @@ ngx_http_throttle_strict_eval(ngx_http_throttle_check_t      *check,
     return ngx_http_throttle_redis_eval(check->zone->redis, &call, done, check);
 }
 
-/* Sends the decision of each strict zone; returns how many are awaited. */
+/* Sends the call of each zone Redis decides; returns how many are
+ * awaited. A call that cannot be sent fails its check. */
 ngx_uint_t
 ngx_http_throttle_strict_send(ngx_http_throttle_ctx_t *ctx) noexcept
 {
     ngx_uint_t                 i;
     ngx_pool_cleanup_t        *cln;
     ngx_http_request_t        *r = ctx->request;
-    ngx_http_throttle_zone_t  *zone;
     ngx_http_throttle_check_t *check;
 
     cln = ngx_pool_cleanup_add(r->pool, 0);
@@ -143,60 +144,55 @@ ngx_http_throttle_strict_send(ngx_http_throttle_ctx_t *ctx) noexcept
 
     for (i = 0; i < ctx->nchecks; i++) {
         check = &ctx->checks[i];
-        zone = check->zone;
 
-        if (zone == NULL || !ngx_http_throttle_strict(zone)) {
+        if (!ctx->decision.asks_redis(i)) {
             continue;
         }
 
-        check->failed = 1;
-
-        if (!ngx_http_throttle_strict_key(r->pool, check)) {
-            continue;
+        if (ngx_http_throttle_strict_key(r->pool, check)) {
+            check->sent_at = check->zone->policy.now_us();
+            check->cmd = ngx_http_throttle_strict_eval(
+                check, check->zone->policy.decision_call(check->part->cost),
+                ngx_http_throttle_strict_done);
         }
-
-        check->sent_at = zone->policy.now_us();
-        check->cmd = ngx_http_throttle_strict_eval(
-            check, zone->policy.decision_call(check->cost),
-            ngx_http_throttle_strict_done);
 
         if (check->cmd) {
-            check->failed = 0;
             ctx->pending++;
+        } else {
+            ctx->decision.failed(i);
         }
     }
 
     return --ctx->pending;
 }
 
+/* The request is decided: each zone Redis decided learns from its answer,
+ * or has it given back (throttle::RequestDecision::settlement()). */
 void
-ngx_http_throttle_strict_settle(ngx_http_throttle_ctx_t *ctx,
-                                bool                     admitted) noexcept
+ngx_http_throttle_strict_settle(ngx_http_throttle_ctx_t *ctx) noexcept
 {
     ngx_uint_t                 i;
-    ngx_http_throttle_zone_t  *zone;
     ngx_http_throttle_check_t *check;
     ngx_log_t                 *log = ctx->request->connection->log;
 
     for (i = 0; i < ctx->nchecks; i++) {
         check = &ctx->checks[i];
-        zone = check->zone;
 
-        if (zone == NULL || !ngx_http_throttle_strict(zone) || check->failed) {
-            continue;
-        }
-
-        check->charged = admitted; /* else refunded, or not charged */
-
-        if (check->decision.result.limited || admitted) {
+        switch (ctx->decision.settlement(i)) {
+        case throttle::Settlement::remember:
             ngx_http_throttle_remember(check, log);
+            break;
 
-        } else if (check->cost > 0) {
-            /* another zone refused it: Redis gives the charge back, and
-             * the answer, undone, has nothing to teach the zone */
+        case throttle::Settlement::refund:
             (void) ngx_http_throttle_strict_eval(
-                check, zone->policy.refund_call(check->cost, check->tokens),
+                check,
+                check->zone->policy.refund_call(check->part->cost,
+                                                check->tokens),
                 NULL);
+            break;
+
+        case throttle::Settlement::none:
+            break;
         }
     }
 }

@@ -19,22 +19,6 @@ enum ngx_http_throttle_var_e {
     NGX_HTTP_THROTTLE_VAR_RETRY_AFTER
 };
 
-static ngx_str_t ngx_http_throttle_status_names[] = {
-    ngx_null_string,
-    ngx_string("PASSED"),
-    ngx_string("REJECTED"),
-    ngx_string("REJECTED_DRY_RUN"),
-    ngx_string("ERROR_ALLOWED"),
-    ngx_string("ERROR_DENIED"),
-    ngx_string("DELAYED"),
-    ngx_string("DELAYED_DRY_RUN")};
-
-const ngx_str_t *
-ngx_http_throttle_status_name(ngx_uint_t status) noexcept
-{
-    return &ngx_http_throttle_status_names[status];
-}
-
 static void
 ngx_http_throttle_set_value(ngx_http_variable_value_t *v, u_char *data,
                             size_t len) noexcept
@@ -58,9 +42,10 @@ ngx_http_throttle_status_variable(ngx_http_request_t        *r,
         return NGX_OK;
     }
 
-    ngx_http_throttle_set_value(
-        v, ngx_http_throttle_status_names[ctx->status].data,
-        ngx_http_throttle_status_names[ctx->status].len);
+    ngx_str_t name =
+        ngx_http_throttle_status_name(ngx_http_throttle_status(ctx));
+
+    ngx_http_throttle_set_value(v, name.data, name.len);
     return NGX_OK;
 }
 
@@ -73,12 +58,12 @@ ngx_http_throttle_number_variable(ngx_http_request_t        *r,
     u_char                        *p;
     const ngx_http_throttle_ctx_t *ctx = ngx_http_throttle_answer(r);
 
-    if (ctx == NULL || ctx->zone == NULL) {
+    if (ctx == NULL || ngx_http_throttle_binding(ctx) == NULL) {
         v->not_found = 1;
         return NGX_OK;
     }
 
-    const throttle::ThrottleResult &res = ctx->result;
+    const throttle::ThrottleResult &res = ctx->decision.outcome().result;
 
     switch (data) {
     case NGX_HTTP_THROTTLE_VAR_LIMIT:
@@ -116,7 +101,7 @@ ngx_http_throttle_delay_variable(ngx_http_request_t        *r,
     const ngx_http_throttle_ctx_t   *ctx = ngx_http_throttle_answer(r);
 
     /* as the numbers: empty where no zone's answer counts */
-    if (ctx == NULL || ctx->zone == NULL) {
+    if (ctx == NULL || ngx_http_throttle_binding(ctx) == NULL) {
         v->not_found = 1;
         return NGX_OK;
     }
@@ -126,7 +111,7 @@ ngx_http_throttle_delay_variable(ngx_http_request_t        *r,
     rctx = ngx_http_throttle_get_ctx(r);
 
     for (phase = 0; phase < NGX_HTTP_THROTTLE_NPHASES; phase++) {
-        delay += rctx->phases[phase].delay;
+        delay += (ngx_msec_t) rctx->phases[phase].decision.outcome().delay_ms;
     }
 
     p = (u_char *) ngx_pnalloc(r->pool, NGX_INT64_LEN);

@@ -241,9 +241,9 @@ ngx_http_throttle_lookup(ngx_http_throttle_check_t *check) noexcept
     ngx_http_throttle_find(check);
 
     tn = check->node;
-    check->decision = check->zone->policy.decide(
+    check->part->decision = check->zone->policy.decide(
         tn ? &tn->stored : NULL, tn ? ngx_http_throttle_node_log(tn) : NULL,
-        check->now, check->cost);
+        check->now, check->part->cost);
 }
 
 /*
@@ -256,15 +256,15 @@ ngx_http_throttle_remember(ngx_http_throttle_check_t *check,
                            ngx_log_t                 *log) noexcept
 {
     ngx_http_throttle_zone_t      *zone = check->zone;
-    const throttle::ThrottleResult answer = check->decision.result;
+    const throttle::ThrottleResult answer = check->part->decision.result;
 
     ngx_shmtx_lock(&zone->shpool->mutex);
 
     check->now = zone->policy.now_us();
     ngx_http_throttle_find(check);
 
-    check->decision = zone->policy.remember_answer(
-        check->node ? &check->node->stored : NULL, answer, check->cost,
+    check->part->decision = zone->policy.remember_answer(
+        check->node ? &check->node->stored : NULL, answer, check->part->cost,
         check->sent_at, check->now);
 
     if (ngx_http_throttle_reserve(check, log) == NGX_OK) {
@@ -273,7 +273,7 @@ ngx_http_throttle_remember(ngx_http_throttle_check_t *check,
 
     ngx_shmtx_unlock(&zone->shpool->mutex);
 
-    check->decision.result = answer;
+    check->part->decision.result = answer;
 }
 
 ngx_int_t
@@ -287,7 +287,7 @@ ngx_http_throttle_reserve(ngx_http_throttle_check_t *check,
     size_t                    size;
     ngx_uint_t                evicted;
 
-    if (!check->decision.store || check->node) {
+    if (!check->part->decision.store || check->node) {
         return NGX_OK;
     }
 
@@ -342,7 +342,7 @@ ngx_http_throttle_commit(ngx_http_throttle_check_t *check) noexcept
     ngx_http_throttle_node_t *tn;
     ngx_http_throttle_zone_t *zone = check->zone;
 
-    if (!check->decision.store) {
+    if (!check->part->decision.store) {
         return;
     }
 
@@ -362,15 +362,15 @@ ngx_http_throttle_commit(ngx_http_throttle_check_t *check) noexcept
         ? zone->policy.pending_total(tn->stored.pending)
         : 0;
 
-    zone->policy.commit(check->decision, check->now, check->cost, tn->stored,
-                        ngx_http_throttle_node_log(tn));
+    zone->policy.commit(check->part->decision, check->now, check->part->cost,
+                        tn->stored, ngx_http_throttle_node_log(tn));
 
     ngx_queue_insert_head(&zone->sh->queue, &tn->queue);
 
     if (ngx_http_throttle_async(zone)) {
         ngx_http_throttle_metrics_pending(
             zone, zone->policy.pending_total(tn->stored.pending) - unsent);
-        if (check->cost > 0) {
+        if (check->part->cost > 0) {
             ngx_http_throttle_metrics_charged(zone, check->now);
         }
         ngx_http_throttle_mark_dirty(zone, tn);

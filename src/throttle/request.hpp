@@ -208,6 +208,10 @@ class RequestDecision {
     // Once decided, for a check Redis was asked about.
     Settlement settlement(size_t i) const noexcept;
 
+    // A check could not be made (a variable's value the zone cannot
+    // take): the request is decided by throttle_on_error.
+    void cannot_decide() noexcept { fail(); }
+
     // --- decided
 
     const Outcome &outcome() const noexcept { return outcome_; }

@@ -172,6 +172,17 @@ TEST(RequestDecision, AZoneWithoutRoomFailsTheRequestByOnError)
     }
 }
 
+TEST(RequestDecision, ACheckThatCannotBeMadeDecidesByOnError)
+{
+    Request req({&local_policy(), nullptr}, RequestRules{false, true});
+
+    req.decision.cannot_decide();
+
+    EXPECT_EQ(req.status(), Status::error_denied);
+    EXPECT_EQ(req.decision.verdict(0), Status::error_denied);
+    EXPECT_FALSE(req.checks[0].charged);
+}
+
 TEST(RequestDecision, StrictAndLocalRedisFirstThenTheLocalZoneIsCharged)
 {
     Request req({&strict_policy(), &local_policy()});
