@@ -22,23 +22,18 @@
 #include "ngx_http_throttle_metrics.h"
 
 #include "throttle/redis.hpp"
+#include "throttle/sync_schedule.hpp"
 
 #include <algorithm>
 
 static void ngx_http_throttle_async_tick(ngx_event_t *ev) noexcept;
 
-/* How often at most a worker shutting down waits for its last tick. */
-#define NGX_HTTP_THROTTLE_ASYNC_TICK_MAX 250 /* ms */
-
-/* Workers look four times an interval whether the sync is due, so that it
- * runs at most a quarter interval late whichever worker takes it; and at
- * least every NGX_HTTP_THROTTLE_ASYNC_TICK_MAX, since a worker shutting
- * down waits for its next tick to send its last units. */
+/* How often this worker looks whether the zone's sync is due
+ * (throttle::sync_tick_ms()). */
 static ngx_msec_t
 ngx_http_throttle_async_tick_ms(ngx_http_throttle_zone_t *zone) noexcept
 {
-    return ngx_min(ngx_max(zone->sync_interval / 4, (ngx_msec_t) 2),
-                   (ngx_msec_t) NGX_HTTP_THROTTLE_ASYNC_TICK_MAX);
+    return (ngx_msec_t) throttle::sync_tick_ms((int64_t) zone->sync_interval);
 }
 
 bool
@@ -95,14 +90,9 @@ ngx_http_throttle_async_due(ngx_http_throttle_zone_t *zone, int64_t now,
         next = ngx_queue_next(q);
         tn = ngx_queue_data(q, ngx_http_throttle_node_t, dirty);
 
-        if (tn->sync_rounds == 1 && tn->stored.pending.units == 0
-            && tn->stored.expire_at_us <= now)
+        if (throttle::skips_last_sync(tn->sync_rounds, tn->stored.pending.units,
+                                      tn->stored.expire_at_us, now))
         {
-            /* The second sync only reads what the other nodes charged, and
-             * this key's funnel has drained here: should they have filled
-             * it, this node learns it at the sync after its next use, which
-             * is within the stated bound. Many keys used once each (a
-             * crawl) would otherwise cost Redis a second read each. */
             ngx_queue_remove(q);
             tn->sync_rounds = 0;
             continue;
@@ -195,7 +185,6 @@ static ngx_http_throttle_async_round_t *
 ngx_http_throttle_async_claim(ngx_http_throttle_zone_t *zone,
                               int64_t                   now) noexcept
 {
-    int64_t                          interval;
     ngx_http_throttle_shctx_t       *sh = zone->sh;
     ngx_http_throttle_async_round_t *round;
 
@@ -204,27 +193,22 @@ ngx_http_throttle_async_claim(ngx_http_throttle_zone_t *zone,
     }
 
     if (!ngx_http_throttle_async_exiting()) {
-        if (now + 1000 < sh->next_round
+        if (!throttle::sync_due(sh->next_round, now)
             || ngx_http_throttle_redis_backing_off(zone->redis))
         {
             return NULL;
         }
 
-        /* the next round keeps the cadence unless it has fallen behind */
-        interval = (int64_t) zone->sync_interval * 1000;
-        sh->next_round = sh->next_round + interval > now
-            ? sh->next_round + interval
-            : now + interval;
+        sh->next_round = throttle::next_sync_round(
+            sh->next_round, (int64_t) zone->sync_interval * 1000, now);
     }
 
     round = ngx_http_throttle_async_take(zone, now);
 
     if (round) {
         sh->syncer = ngx_pid;
-        sh->syncer_until = now
-            + (int64_t) (zone->sync_interval
-                         + ngx_max(zone->redis->timeout, zone->sync_interval))
-                * 1000;
+        sh->syncer_until = throttle::sync_claim_until(
+            now, (int64_t) zone->sync_interval, (int64_t) zone->redis->timeout);
     }
 
     return round;

@@ -11,17 +11,9 @@
 #include "ngx_http_throttle_metrics.h"
 
 #include "throttle/redis.hpp"
+#include "throttle/sync_schedule.hpp"
 
 #include <hiredis/hiredis.h>
-
-/* What a sync call that failed leaves of the units it took. */
-typedef enum {
-    /* they did not reach Redis: they go out with the next sync */
-    NGX_HTTP_THROTTLE_ASYNC_UNITS_KEPT,
-    /* they may have (a stalled Redis may still run the call): they count
-     * as delivered, and the keys are only read again */
-    NGX_HTTP_THROTTLE_ASYNC_UNITS_DELIVERED
-} ngx_http_throttle_async_units_e;
 
 /* Under the zone's lock: Redis's answer replaces the view of each key, plus
  * what this node charged since the batch left. */
@@ -56,9 +48,9 @@ ngx_http_throttle_async_apply(ngx_http_throttle_async_round_t *round,
 static void
 ngx_http_throttle_async_keep(ngx_http_throttle_async_round_t *round,
                              ngx_uint_t first, ngx_uint_t n,
-                             ngx_http_throttle_async_units_e units) noexcept
+                             throttle::FailedSync failed) noexcept
 {
-    bool kept = units == NGX_HTTP_THROTTLE_ASYNC_UNITS_KEPT;
+    bool kept = failed == throttle::FailedSync::units_kept;
 
     int64_t                        lost, unsent;
     ngx_uint_t                     i;
@@ -172,14 +164,11 @@ ngx_http_throttle_async_done(void *data, redisReply *reply, const char *err,
         ngx_http_throttle_metrics_add(&zone->sh->metrics.sync_keys, call->n);
 
     } else {
-        /* Units that reached Redis with no answer back may still be
-         * charged there: sending them again would charge them twice and
-         * lock the keys out. Had Redis lost them instead, the nodes would
-         * over-admit that much, once. */
+        /* had Redis lost units counted as delivered, the nodes would
+         * over-admit that much, once */
         ngx_http_throttle_async_keep(
             round, call->first, call->n,
-            sent && reply == NULL ? NGX_HTTP_THROTTLE_ASYNC_UNITS_DELIVERED
-                                  : NGX_HTTP_THROTTLE_ASYNC_UNITS_KEPT);
+            throttle::failed_sync(sent, reply != NULL));
         zone->sh->failing++;
         round->failed = 1;
     }
@@ -257,11 +246,9 @@ ngx_http_throttle_async_call(ngx_http_throttle_async_round_t *round,
     call->eval.nkeys = n;
     call->eval.argv = argv;
     call->eval.nargv = nargv;
-    /* a sync may take as long as an interval, but a worker shutting down
-     * waits no longer than a request would */
-    call->eval.timeout = ngx_http_throttle_async_exiting()
-        ? redis->timeout
-        : ngx_max(redis->timeout, zone->sync_interval);
+    call->eval.timeout = (ngx_msec_t) throttle::sync_call_timeout_ms(
+        (int64_t) zone->sync_interval, (int64_t) redis->timeout,
+        ngx_http_throttle_async_exiting());
 
     return call;
 }
@@ -279,7 +266,7 @@ ngx_http_throttle_async_send(ngx_http_throttle_async_round_t *round,
         round->failed = 1;
         ngx_shmtx_lock(&zone->shpool->mutex);
         ngx_http_throttle_async_keep(round, first, n,
-                                     NGX_HTTP_THROTTLE_ASYNC_UNITS_KEPT);
+                                     throttle::FailedSync::units_kept);
         ngx_shmtx_unlock(&zone->shpool->mutex);
         return;
     }

@@ -17,6 +17,8 @@
 #include "ngx_http_throttle_module.h"
 #include "ngx_http_throttle_params.h"
 
+#include "throttle/sync_schedule.hpp"
+
 /* Expired nodes freed per lookup: enough to keep up with the arrivals. */
 #define NGX_HTTP_THROTTLE_SWEEP 2
 
@@ -387,5 +389,5 @@ ngx_http_throttle_mark_dirty(ngx_http_throttle_zone_t *zone,
         ngx_queue_insert_tail(&zone->sh->dirty, &tn->dirty);
     }
 
-    tn->sync_rounds = 2;
+    tn->sync_rounds = throttle::kSyncRounds;
 }
