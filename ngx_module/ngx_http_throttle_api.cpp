@@ -228,7 +228,7 @@ ngx_http_throttle_api_resume(ngx_http_throttle_ctx_t *ctx) noexcept
         (ngx_http_throttle_api_call_t *) ctx->data;
 
     rc = ngx_http_throttle_complete(ctx);
-    ctx->waiting = 0;
+    ctx->state = NGX_HTTP_THROTTLE_DONE;
 
     ngx_http_finalize_request(r, ngx_http_throttle_api_reply(call, ctx, rc));
     ngx_http_run_posted_requests(c);
@@ -255,7 +255,7 @@ ngx_http_throttle_api_decide(ngx_http_throttle_api_call_t *call) noexcept
     ctx = new (&rctx->api) ngx_http_throttle_ctx_t();
     ctx->request = r;
     ctx->tlcf = call->tlcf;
-    ctx->started = 1;
+    ctx->state = NGX_HTTP_THROTTLE_DONE;
     ctx->resume_handler = ngx_http_throttle_api_resume;
     ctx->data = call;
 

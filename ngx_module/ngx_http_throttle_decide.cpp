@@ -252,7 +252,7 @@ ngx_http_throttle_proceed(ngx_http_throttle_ctx_t *ctx) noexcept
 
     if (decision.stage() == Stage::redis) {
         if (ngx_http_throttle_strict_send(ctx) != 0) {
-            ctx->waiting = 1;
+            ctx->state = NGX_HTTP_THROTTLE_WAITING;
             return NGX_AGAIN;
         }
 

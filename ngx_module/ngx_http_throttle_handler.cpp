@@ -11,26 +11,25 @@
  * reads its own to know where the request stands each time nginx runs the
  * phases:
  *
- *   - not started: the first time. The decision starts.
+ *   - NOT_STARTED: the first time. The decision starts.
  *     Local and async zones, and strict zones' denial caches, decide at
- *     once. If a strict zone must ask Redis, the handler returns NGX_AGAIN
- *     with ctx->waiting set: the request waits for the replies, and no
- *     worker blocks.
- *   - ctx->waiting: nginx ran the phases again before Redis answered, or
- *     before the request's delay passed (a client event, a subrequest):
- *     still NGX_AGAIN.
- *   - ctx->resume: every reply is in, or has failed within the backend's
+ *     once. If a strict zone must ask Redis, the handler returns NGX_AGAIN,
+ *     WAITING: the request waits for the replies, and no worker blocks.
+ *   - WAITING: nginx ran the phases again before Redis answered, or before
+ *     the request's delay passed (a client event, a subrequest): still
+ *     NGX_AGAIN.
+ *   - RESUMING: every reply is in, or has failed within the backend's
  *     timeout. ngx_http_throttle_resume() completed the decision, kept its
  *     result in ctx->rc and ran the phases again: the handler returns
- *     ctx->rc, once.
+ *     ctx->rc, once, and the phase is DONE.
  *     A request the decision admitted with a wait (delay=, status DELAYED)
- *     first waits, with ctx->waiting still set, on a timer of its
- *     connection's write event, as limit_req's delay does: no worker
- *     blocks, a client that goes away is noticed (ngx_http_test_reading()
- *     finalizes the request), and a worker shutting down gracefully waits
- *     for the timer. When it fires, ngx_http_throttle_delayed() sets
- *     ctx->resume and runs the phases again, the same way.
- *   - otherwise: decided already, before an internal redirect (which wipes
+ *     first waits, WAITING still, on a timer of its connection's write
+ *     event, as limit_req's delay does: no worker blocks, a client that
+ *     goes away is noticed (ngx_http_test_reading() finalizes the
+ *     request), and a worker shutting down gracefully waits for the timer.
+ *     When it fires, ngx_http_throttle_delayed() makes it RESUMING and runs
+ *     the phases again, the same way.
+ *   - DONE: decided already, before an internal redirect (which wipes
  *     module contexts: a pool cleanup marks the context so that it can be
  *     found again) or in an earlier pass. NGX_DECLINED: a request counts
  *     once.
@@ -100,7 +99,7 @@ ngx_http_throttle_waiting(ngx_http_request_t *r) noexcept
     ngx_http_throttle_request_ctx_t *rctx = ngx_http_throttle_get_ctx(r);
 
     for (p = 0; rctx && p < NGX_HTTP_THROTTLE_NPHASES; p++) {
-        if (rctx->phases[p].waiting) {
+        if (rctx->phases[p].state == NGX_HTTP_THROTTLE_WAITING) {
             return &rctx->phases[p];
         }
     }
@@ -134,8 +133,7 @@ ngx_http_throttle_delayed(ngx_http_request_t *r) noexcept
 
     ctx = ngx_http_throttle_waiting(r);
     if (ctx) {
-        ctx->waiting = 0;
-        ctx->resume = 1;
+        ctx->state = NGX_HTTP_THROTTLE_RESUMING;
     }
 
     ngx_http_core_run_phases(r);
@@ -169,7 +167,7 @@ ngx_http_throttle_hold(ngx_http_throttle_ctx_t *ctx, ngx_int_t rc) noexcept
     ngx_add_timer(c->write, (ngx_msec_t) ctx->decision.outcome().delay_ms);
 
     ctx->rc = rc;
-    ctx->waiting = 1;
+    ctx->state = NGX_HTTP_THROTTLE_WAITING;
     return NGX_AGAIN;
 }
 
@@ -191,8 +189,7 @@ ngx_http_throttle_resume(ngx_http_throttle_ctx_t *ctx) noexcept
 
     } else {
         ctx->rc = rc;
-        ctx->waiting = 0;
-        ctx->resume = 1;
+        ctx->state = NGX_HTTP_THROTTLE_RESUMING;
 
         ngx_http_core_run_phases(r);
     }
@@ -226,17 +223,19 @@ ngx_http_throttle_handle(ngx_http_request_t *r, ngx_uint_t phase) noexcept
 
     ctx = &rctx->phases[phase];
 
-    if (ctx->started) {
-        if (ctx->waiting) {
-            return NGX_AGAIN;
-        }
+    switch (ctx->state) {
+    case NGX_HTTP_THROTTLE_WAITING:
+        return NGX_AGAIN;
 
-        if (ctx->resume) {
-            ctx->resume = 0;
-            return ctx->rc;
-        }
+    case NGX_HTTP_THROTTLE_RESUMING:
+        ctx->state = NGX_HTTP_THROTTLE_DONE;
+        return ctx->rc;
 
+    case NGX_HTTP_THROTTLE_DONE:
         return NGX_DECLINED;
+
+    case NGX_HTTP_THROTTLE_NOT_STARTED:
+        break;
     }
 
     /* A request on its way to an error page was refused (by the access
@@ -249,7 +248,7 @@ ngx_http_throttle_handle(ngx_http_request_t *r, ngx_uint_t phase) noexcept
     ctx->phase = phase;
     ctx->request = r;
     ctx->tlcf = tlcf;
-    ctx->started = 1;
+    ctx->state = NGX_HTTP_THROTTLE_DONE;
 
     rc = ngx_http_throttle_start(r, ctx);
 

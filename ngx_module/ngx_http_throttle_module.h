@@ -206,6 +206,15 @@ typedef struct {
     int64_t                        tokens[2]; /* the charge, for a refund */
 } ngx_http_throttle_check_t;
 
+/* Where a phase's decision stands each time nginx runs the phases
+ * (ngx_http_throttle_handler.cpp). */
+typedef enum {
+    NGX_HTTP_THROTTLE_NOT_STARTED = 0, /* the first time */
+    NGX_HTTP_THROTTLE_WAITING,         /* for Redis, or for the delay to pass */
+    NGX_HTTP_THROTTLE_RESUMING, /* done waiting: the handler returns rc */
+    NGX_HTTP_THROTTLE_DONE      /* decided: a request counts once */
+} ngx_http_throttle_state_e;
+
 /* A phase's decision about a request, kept for the whole main request. */
 struct ngx_http_throttle_ctx_s {
     ngx_uint_t                    phase;
@@ -214,12 +223,10 @@ struct ngx_http_throttle_ctx_s {
     ngx_http_throttle_loc_conf_t *tlcf; /* of the location that decided */
     ngx_http_throttle_check_t    *checks;
     ngx_uint_t                    nchecks;
+    ngx_http_throttle_state_e     state;
     /* while Redis answers, or the request waits */
-    ngx_uint_t pending;     /* replies awaited */
-    ngx_int_t  rc;          /* for the resumed handler */
-    unsigned   started : 1; /* the phase has decided, or is deciding */
-    unsigned   waiting : 1; /* for Redis, or for the delay to pass */
-    unsigned   resume : 1;  /* done waiting: return rc */
+    ngx_uint_t pending; /* replies awaited */
+    ngx_int_t  rc;      /* for the resumed handler */
 
     /* called once every reply is in; NULL: ngx_http_throttle_resume(),
      * which runs the phases again */
