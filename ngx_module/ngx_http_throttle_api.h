@@ -53,7 +53,7 @@ ngx_int_t  ngx_http_throttle_api_refuse(ngx_http_throttle_api_call_t *call,
                                         const char *fmt, ...) noexcept;
 ngx_int_t  ngx_http_throttle_api_add(ngx_http_throttle_api_call_t *call,
                                      const ngx_str_t *zone, const ngx_str_t *key,
-                                     int64_t cost, int64_t delay) noexcept;
+                                     int64_t cost, int64_t delay_units) noexcept;
 
 /* ngx_http_throttle_api_json.cpp */
 ngx_int_t ngx_http_throttle_api_read_json(ngx_http_throttle_api_call_t *call,

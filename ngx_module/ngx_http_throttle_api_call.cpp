@@ -75,7 +75,7 @@ ngx_http_throttle_api_zone(ngx_http_throttle_loc_conf_t *tlcf,
 ngx_int_t
 ngx_http_throttle_api_add(ngx_http_throttle_api_call_t *call,
                           const ngx_str_t *zone_name, const ngx_str_t *key,
-                          int64_t cost, int64_t delay) noexcept
+                          int64_t cost, int64_t delay_units) noexcept
 {
     ngx_uint_t                 i;
     const char                *refusal;
@@ -117,7 +117,7 @@ ngx_http_throttle_api_add(ngx_http_throttle_api_call_t *call,
                                             NGX_HTTP_THROTTLE_API_MAX_KEY);
     }
 
-    if (delay != throttle::kNoDelay) {
+    if (delay_units != throttle::kNoDelay) {
         refusal = throttle::delay_refusal(zone->policy, why);
 
         if (refusal) {
@@ -130,7 +130,7 @@ ngx_http_throttle_api_add(ngx_http_throttle_api_call_t *call,
     check->zone = zone;
     check->key = *key;
     check->cost = cost;
-    check->delay = delay;
+    check->delay_units = delay_units;
 
     return NGX_OK;
 }

@@ -33,7 +33,7 @@ static void ngx_http_throttle_async_tick(ngx_event_t *ev) noexcept;
 static ngx_msec_t
 ngx_http_throttle_async_tick_ms(ngx_http_throttle_zone_t *zone) noexcept
 {
-    return (ngx_msec_t) throttle::sync_tick_ms((int64_t) zone->sync_interval);
+    return (ngx_msec_t) throttle::sync_tick_ms(zone->policy.sync_interval_us);
 }
 
 bool
@@ -135,7 +135,7 @@ ngx_http_throttle_async_take(ngx_http_throttle_zone_t *zone,
     round = (ngx_http_throttle_async_round_t *) p;
     round->zone = zone;
     round->nkeys = n;
-    round->pending = 0;
+    round->calls_in_flight = 0;
     round->failed = 0;
     round->keys = (ngx_http_throttle_async_key_t *) (round + 1);
     p = (u_char *) (round->keys + n);
@@ -200,7 +200,7 @@ ngx_http_throttle_async_claim(ngx_http_throttle_zone_t *zone,
         }
 
         sh->next_round = throttle::next_sync_round(
-            sh->next_round, (int64_t) zone->sync_interval * 1000, now);
+            sh->next_round, zone->policy.sync_interval_us, now);
     }
 
     round = ngx_http_throttle_async_take(zone, now);
@@ -208,7 +208,7 @@ ngx_http_throttle_async_claim(ngx_http_throttle_zone_t *zone,
     if (round) {
         sh->syncer = ngx_pid;
         sh->syncer_until = throttle::sync_claim_until(
-            now, (int64_t) zone->sync_interval, (int64_t) zone->redis->timeout);
+            now, zone->policy.sync_interval_us, (int64_t) zone->redis->timeout);
     }
 
     return round;
@@ -265,7 +265,7 @@ ngx_http_throttle_async_send_round(ngx_http_throttle_async_round_t *round,
     bool one_shard = ngx_http_throttle_redis_clustered(round->zone->redis);
 
     round->sent_at = now;
-    round->pending = 1; /* until every call is out */
+    round->calls_in_flight = 1; /* until every call is out */
 
     if (one_shard) {
         ngx_http_throttle_async_by_shard(round);
@@ -276,7 +276,7 @@ ngx_http_throttle_async_send_round(ngx_http_throttle_async_round_t *round,
         ngx_http_throttle_async_send(round, first, n);
     }
 
-    if (--round->pending == 0) {
+    if (--round->calls_in_flight == 0) {
         ngx_http_throttle_async_finish(round);
     }
 }

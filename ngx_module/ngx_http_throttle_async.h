@@ -28,7 +28,7 @@ typedef struct {
     ngx_http_throttle_zone_t      *zone;
     int64_t                        sent_at; /* the zone's clock, us */
     ngx_uint_t                     nkeys;
-    ngx_uint_t                     pending; /* script calls in flight */
+    ngx_uint_t                     calls_in_flight;
     ngx_http_throttle_async_key_t *keys;
     unsigned took_all : 1; /* every unit the zone had to send */
     unsigned failed : 1;   /* a call of it failed */

@@ -30,7 +30,9 @@ ngx_http_throttle_async_apply(ngx_http_throttle_async_round_t *round,
 
     for (i = 0; i < n; i++) {
         k = &round->keys[first + i];
-        tn = ngx_http_throttle_find_node(zone, k->data, k->len, k->hashed);
+        tn = ngx_http_throttle_find_node(
+            zone, k->data, k->len, k->hashed,
+            ngx_http_throttle_key_hash(k->data, k->len));
 
         if (tn == NULL) {
             continue; /* evicted meanwhile; Redis has its units */
@@ -60,7 +62,9 @@ ngx_http_throttle_async_keep(ngx_http_throttle_async_round_t *round,
 
     for (i = 0; i < n; i++) {
         k = &round->keys[first + i];
-        tn = ngx_http_throttle_find_node(zone, k->data, k->len, k->hashed);
+        tn = ngx_http_throttle_find_node(
+            zone, k->data, k->len, k->hashed,
+            ngx_http_throttle_key_hash(k->data, k->len));
 
         if (tn == NULL) {
             lost = kept ? zone->policy.pending_total(k->units) : 0;
@@ -180,7 +184,7 @@ ngx_http_throttle_async_done(void *data, redisReply *reply, const char *err,
     ngx_free(answer);
     ngx_free(call);
 
-    if (--round->pending == 0) {
+    if (--round->calls_in_flight == 0) {
         ngx_http_throttle_async_finish(round);
     }
 }
@@ -247,7 +251,7 @@ ngx_http_throttle_async_call(ngx_http_throttle_async_round_t *round,
     call->eval.argv = argv;
     call->eval.nargv = nargv;
     call->eval.timeout = (ngx_msec_t) throttle::sync_call_timeout_ms(
-        (int64_t) zone->sync_interval, (int64_t) redis->timeout,
+        zone->policy.sync_interval_us, (int64_t) redis->timeout,
         ngx_http_throttle_async_exiting());
 
     return call;
@@ -271,7 +275,7 @@ ngx_http_throttle_async_send(ngx_http_throttle_async_round_t *round,
         return;
     }
 
-    round->pending++;
+    round->calls_in_flight++;
 
     if (ngx_http_throttle_redis_eval(zone->redis, &call->eval,
                                      ngx_http_throttle_async_done, call)

@@ -21,13 +21,13 @@ using Stage = throttle::RequestDecision::Stage;
 static void
 ngx_http_throttle_set_key(ngx_http_throttle_check_t *check,
                           ngx_http_throttle_zone_t *zone, const ngx_str_t *key,
-                          int64_t cost, int64_t delay) noexcept
+                          int64_t cost, int64_t delay_units) noexcept
 {
     check->zone = zone;
     check->key = throttle::ZoneKey(key->data, key->len);
     check->part->policy = &zone->policy;
     check->part->cost = cost;
-    check->part->delay = delay;
+    check->part->delay_units = delay_units;
 }
 
 /* Evaluates a line's key and cost; NGX_DECLINED for an empty key. */
@@ -51,7 +51,7 @@ ngx_http_throttle_prepare(ngx_http_request_t        *r,
     }
 
     ngx_http_throttle_set_key(check, zone, &key, limit->cost_value,
-                              limit->delay);
+                              limit->delay_units);
 
     if (limit->cost == NULL) {
         return NGX_OK;
@@ -414,7 +414,7 @@ ngx_http_throttle_start_given(ngx_http_request_t              *r,
     for (i = 0; i < n; i++) {
         check = &ctx->checks[ngx_http_throttle_given_rank(given, n, i)];
         ngx_http_throttle_set_key(check, given[i].zone, &given[i].key,
-                                  given[i].cost, given[i].delay);
+                                  given[i].cost, given[i].delay_units);
     }
 
     ngx_http_throttle_begin(ctx);

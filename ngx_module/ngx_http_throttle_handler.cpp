@@ -139,7 +139,7 @@ ngx_http_throttle_delayed(ngx_http_request_t *r) noexcept
     ngx_http_core_run_phases(r);
 }
 
-/* Holds a request its phase admitted for ctx->delay ms, then goes on with
+/* Holds a request its phase admitted for its delay_ms, then goes on with
  * ctx->rc: NGX_AGAIN, or an error to finalize the request with. */
 static ngx_int_t
 ngx_http_throttle_hold(ngx_http_throttle_ctx_t *ctx, ngx_int_t rc) noexcept

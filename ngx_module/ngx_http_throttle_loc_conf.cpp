@@ -158,7 +158,7 @@ ngx_http_throttle_line_unique(ngx_conf_t                   *cf,
  * none). */
 char *
 ngx_http_throttle_zone_ref(ngx_conf_t *cf, ngx_shm_zone_t *shm_zone,
-                           const char *directive, int64_t delay) noexcept
+                           const char *directive, int64_t delay_units) noexcept
 {
     ngx_http_throttle_zone_ref_t  *ref;
     ngx_http_throttle_main_conf_t *tmcf;
@@ -172,7 +172,7 @@ ngx_http_throttle_zone_ref(ngx_conf_t *cf, ngx_shm_zone_t *shm_zone,
     }
 
     ref->shm_zone = shm_zone;
-    ref->delay = delay;
+    ref->delay_units = delay_units;
     ref->directive = directive;
     ref->file = cf->conf_file->file.name;
     ref->line = cf->conf_file->line;
@@ -242,7 +242,8 @@ ngx_http_throttle_directive(ngx_conf_t *cf, ngx_command_t *cmd,
     }
 
     limit->shm_zone = shm_zone;
-    limit->delay = la.delay == NGX_CONF_UNSET ? throttle::kNoDelay : la.delay;
+    limit->delay_units =
+        la.delay == NGX_CONF_UNSET ? throttle::kNoDelay : la.delay;
 
     if (ngx_http_throttle_line_set_cost(cf, &la.cost, limit) != NGX_CONF_OK) {
         return (char *) NGX_CONF_ERROR;
@@ -250,7 +251,8 @@ ngx_http_throttle_directive(ngx_conf_t *cf, ngx_command_t *cmd,
 
     ngx_http_throttle_line_sort(*lines);
 
-    return ngx_http_throttle_zone_ref(cf, shm_zone, "throttle", limit->delay);
+    return ngx_http_throttle_zone_ref(cf, shm_zone, "throttle",
+                                      limit->delay_units);
 }
 
 /* ngx_conf_set_enum_slot, with a message that names the directive and the

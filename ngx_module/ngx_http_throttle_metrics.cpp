@@ -118,7 +118,8 @@ ngx_http_throttle_metrics_size(const ngx_http_throttle_zone_t *zone) noexcept
 }
 
 static int64_t
-ngx_http_throttle_metrics_pending(const ngx_http_throttle_zone_t *zone) noexcept
+ngx_http_throttle_metrics_pending_units(
+    const ngx_http_throttle_zone_t *zone) noexcept
 {
     return zone->sh->metrics.pending_units;
 }
@@ -178,7 +179,7 @@ static constexpr ngx_http_throttle_metrics_family_t
          "Units an async zone charged and has not sent to Redis yet.",
          NGX_HTTP_THROTTLE_METRICS_ASYNC,
          false,
-         {NGX_HTTP_THROTTLE_GAUGE(ngx_http_throttle_metrics_pending)}},
+         {NGX_HTTP_THROTTLE_GAUGE(ngx_http_throttle_metrics_pending_units)}},
         {"nginx_throttle_sync_runs_total",
          "counter",
          "Syncs of an async zone with Redis, by how they ended.",

@@ -287,7 +287,7 @@ ngx_http_throttle_check_refs(ngx_conf_t                    *cf,
             return NGX_ERROR;
         }
 
-        if (refs[i].delay == throttle::kNoDelay) {
+        if (refs[i].delay_units == throttle::kNoDelay) {
             continue;
         }
 
@@ -297,7 +297,7 @@ ngx_http_throttle_check_refs(ngx_conf_t                    *cf,
             ngx_log_error(NGX_LOG_EMERG, cf->log, 0,
                           "invalid parameter \"delay=%L\" in \"throttle\" "
                           "directive in %V:%ui: zone \"%V\" %s",
-                          refs[i].delay, &refs[i].file, refs[i].line,
+                          refs[i].delay_units, &refs[i].file, refs[i].line,
                           &zone->name, refusal);
             return NGX_ERROR;
         }

@@ -125,7 +125,6 @@ typedef struct {
     ngx_shm_zone_t            *shm_zone;
     ngx_http_throttle_shctx_t *sh;
     ngx_slab_pool_t           *shpool;
-    ngx_msec_t                 sync_interval; /* async */
     ngx_str_t                  redis_name;
     ngx_http_throttle_redis_t *redis;
     ngx_str_t                  file; /* where throttle_zone is, for errors */
@@ -153,7 +152,7 @@ typedef struct {
     ngx_shm_zone_t           *shm_zone;
     ngx_http_complex_value_t *cost; /* NULL: cost_value is constant */
     int64_t                   cost_value;
-    int64_t                   delay; /* delay=, or throttle::kNoDelay */
+    int64_t                   delay_units; /* delay=, or throttle::kNoDelay */
 } ngx_http_throttle_limit_t;
 
 /* Where a "throttle" or "throttle_api" line named a zone, to report one
@@ -161,7 +160,7 @@ typedef struct {
 typedef struct {
     ngx_shm_zone_t *shm_zone;
     const char     *directive;
-    int64_t         delay; /* throttle::kNoDelay: none */
+    int64_t         delay_units; /* throttle::kNoDelay: none */
     ngx_str_t       file;
     ngx_uint_t      line;
 } ngx_http_throttle_zone_ref_t;
@@ -225,8 +224,8 @@ struct ngx_http_throttle_ctx_s {
     ngx_uint_t                    nchecks;
     ngx_http_throttle_state_e     state;
     /* while Redis answers, or the request waits */
-    ngx_uint_t pending; /* replies awaited */
-    ngx_int_t  rc;      /* for the resumed handler */
+    ngx_uint_t replies_awaited;
+    ngx_int_t  rc; /* for the resumed handler */
 
     /* called once every reply is in; NULL: ngx_http_throttle_resume(),
      * which runs the phases again */
@@ -280,7 +279,7 @@ typedef struct {
     ngx_http_throttle_zone_t *zone;
     ngx_str_t                 key; /* not empty */
     int64_t                   cost;
-    int64_t                   delay; /* throttle::kNoDelay: none */
+    int64_t                   delay_units; /* throttle::kNoDelay: none */
 } ngx_http_throttle_given_t;
 
 /* ngx_http_throttle_zone_conf.cpp */
@@ -295,7 +294,8 @@ char *ngx_http_throttle_set_enum(ngx_conf_t *cf, ngx_command_t *cmd,
 char *ngx_http_throttle_set_status(ngx_conf_t *cf, ngx_command_t *cmd,
                                    void *conf) noexcept;
 char *ngx_http_throttle_zone_ref(ngx_conf_t *cf, ngx_shm_zone_t *shm_zone,
-                                 const char *directive, int64_t delay) noexcept;
+                                 const char *directive,
+                                 int64_t     delay_units) noexcept;
 
 /* ngx_http_throttle_zone_init.cpp */
 ngx_int_t ngx_http_throttle_init_zone(ngx_shm_zone_t *shm_zone,
@@ -315,9 +315,12 @@ void      ngx_http_throttle_release(ngx_http_throttle_check_t *check) noexcept;
 void      ngx_http_throttle_commit(ngx_http_throttle_check_t *check) noexcept;
 void      ngx_http_throttle_remember(ngx_http_throttle_check_t *check,
                                      ngx_log_t                 *log) noexcept;
+/* A key's hash in the tree, computed once per lookup. */
+uint32_t ngx_http_throttle_key_hash(const u_char *data, size_t len) noexcept;
 ngx_http_throttle_node_t *
 ngx_http_throttle_find_node(ngx_http_throttle_zone_t *zone, const u_char *data,
-                            size_t len, ngx_uint_t hashed) noexcept;
+                            size_t len, ngx_uint_t hashed,
+                            uint32_t hash) noexcept;
 void ngx_http_throttle_expire(ngx_http_throttle_zone_t *zone, ngx_uint_t n,
                               int64_t now) noexcept;
 void ngx_http_throttle_mark_dirty(ngx_http_throttle_zone_t *zone,

@@ -72,7 +72,7 @@ ngx_http_throttle_strict_done(void *data, redisReply *reply, const char *err,
         }
     }
 
-    if (--ctx->pending == 0) {
+    if (--ctx->replies_awaited == 0) {
         if (ctx->resume_handler) {
             ctx->resume_handler(ctx);
         } else {
@@ -140,7 +140,7 @@ ngx_http_throttle_strict_send(ngx_http_throttle_ctx_t *ctx) noexcept
     cln->handler = ngx_http_throttle_strict_cleanup;
     cln->data = ctx;
 
-    ctx->pending = 1; /* no resuming before every command is out */
+    ctx->replies_awaited = 1; /* no resuming before every command is out */
 
     for (i = 0; i < ctx->nchecks; i++) {
         check = &ctx->checks[i];
@@ -157,13 +157,13 @@ ngx_http_throttle_strict_send(ngx_http_throttle_ctx_t *ctx) noexcept
         }
 
         if (check->cmd) {
-            ctx->pending++;
+            ctx->replies_awaited++;
         } else {
             ctx->decision.failed(i);
         }
     }
 
-    return --ctx->pending;
+    return --ctx->replies_awaited;
 }
 
 /* The request is decided: each zone Redis decided learns from its answer,

@@ -190,11 +190,17 @@ ngx_http_throttle_evict(ngx_http_throttle_zone_t *zone, int64_t now,
     ngx_http_throttle_delete(zone, tn);
 }
 
+uint32_t
+ngx_http_throttle_key_hash(const u_char *data, size_t len) noexcept
+{
+    return ngx_murmur_hash2((u_char *) data, len);
+}
+
 ngx_http_throttle_node_t *
 ngx_http_throttle_find_node(ngx_http_throttle_zone_t *zone, const u_char *data,
-                            size_t len, ngx_uint_t hashed) noexcept
+                            size_t len, ngx_uint_t hashed,
+                            uint32_t hash) noexcept
 {
-    uint32_t                  hash = ngx_murmur_hash2((u_char *) data, len);
     ngx_rbtree_node_t        *node, *sentinel;
     ngx_http_throttle_node_t *tn;
     ngx_int_t                 rc;
@@ -229,10 +235,10 @@ ngx_http_throttle_find(ngx_http_throttle_check_t *check) noexcept
 
     ngx_http_throttle_expire(check->zone, NGX_HTTP_THROTTLE_SWEEP, check->now);
 
-    check->hash = ngx_murmur_hash2((u_char *) key.data(), key.size());
+    check->hash = ngx_http_throttle_key_hash(key.data(), key.size());
     check->fresh = NULL;
-    check->node = ngx_http_throttle_find_node(check->zone, key.data(),
-                                              key.size(), key.hashed());
+    check->node = ngx_http_throttle_find_node(
+        check->zone, key.data(), key.size(), key.hashed(), check->hash);
 }
 
 void

@@ -285,7 +285,6 @@ ngx_http_throttle_zone_add(ngx_conf_t *cf, ngx_http_throttle_zone_args_t *za,
     zone->key = za->key;
     zone->policy = policy;
     zone->shm_zone = shm_zone;
-    zone->sync_interval = za->sync_interval;
     zone->redis_name = za->redis_name;
     zone->file = cf->conf_file->file.name;
     zone->line = cf->conf_file->line;

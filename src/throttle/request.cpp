@@ -255,7 +255,8 @@ RequestDecision::waits() noexcept
             continue;
         }
 
-        c.wait_us = c.policy->delay_us(c.decision.result, c.cost, c.delay);
+        c.wait_us =
+            c.policy->delay_us(c.decision.result, c.cost, c.delay_units);
 
         if (c.wait_us > 0
             && (outcome_.longest < 0

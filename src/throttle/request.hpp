@@ -117,7 +117,7 @@ struct ZoneCheck {
     // given
     const Policy *policy = nullptr; // null: an empty key, not limited
     int64_t       cost = 0;
-    int64_t       delay = kNoDelay; // the line's delay=, in units
+    int64_t       delay_units = kNoDelay; // the line's delay=
 
     // as the decision goes
     Decision decision{};      // the zone's, or Redis's answer

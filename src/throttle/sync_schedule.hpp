@@ -18,9 +18,9 @@ constexpr int64_t kSyncTickMaxMs = 250;
 // so that a round runs at most a quarter interval late whichever worker
 // takes it, at least every 2 ms and at most every kSyncTickMaxMs.
 constexpr int64_t
-sync_tick_ms(int64_t interval_ms) noexcept
+sync_tick_ms(int64_t interval_us) noexcept
 {
-    return std::min(std::max(interval_ms / 4, int64_t{2}), kSyncTickMaxMs);
+    return std::min(std::max(interval_us / 4000, int64_t{2}), kSyncTickMaxMs);
 }
 
 // Whether the round due at next_round_us is due at now_us: within a
@@ -44,19 +44,19 @@ next_sync_round(int64_t next_round_us, int64_t interval_us,
 // How long a sync call may take: as long as an interval, but a worker
 // shutting down waits no longer than a request would.
 constexpr int64_t
-sync_call_timeout_ms(int64_t interval_ms, int64_t timeout_ms,
+sync_call_timeout_ms(int64_t interval_us, int64_t timeout_ms,
                      bool exiting) noexcept
 {
-    return exiting ? timeout_ms : std::max(timeout_ms, interval_ms);
+    return exiting ? timeout_ms : std::max(timeout_ms, interval_us / 1000);
 }
 
 // When a claim on a round taken at now_us lapses (its worker may have
 // died): after the interval and the longest its calls may take.
 constexpr int64_t
-sync_claim_until(int64_t now_us, int64_t interval_ms,
+sync_claim_until(int64_t now_us, int64_t interval_us,
                  int64_t timeout_ms) noexcept
 {
-    return now_us + (interval_ms + std::max(timeout_ms, interval_ms)) * 1000;
+    return now_us + interval_us + std::max(timeout_ms * 1000, interval_us);
 }
 
 // A key is synced twice after it is charged: once to send its units, once

@@ -332,8 +332,8 @@ TEST(RequestDecision, ARefusalOutranksAnotherZonesFailure)
 TEST(RequestDecision, TheLongestWaitDelaysInWholeMilliseconds)
 {
     Request req({&local_policy(), &local_policy()});
-    req.checks[0].delay = 2;
-    req.checks[1].delay = 2;
+    req.checks[0].delay_units = 2;
+    req.checks[1].delay_units = 2;
 
     req.pass({passes_full_for(650'000), passes_full_for(800'500)});
 
@@ -358,7 +358,7 @@ TEST(RequestDecision, NoLineWithDelayNoWait)
 TEST(RequestDecision, InADryRunTheDelayIsWhatItWouldHaveBeen)
 {
     Request req({&local_policy()}, RequestRules{true, false});
-    req.checks[0].delay = 0;
+    req.checks[0].delay_units = 0;
 
     req.pass({passes_full_for(450'000)});
 
@@ -369,7 +369,7 @@ TEST(RequestDecision, InADryRunTheDelayIsWhatItWouldHaveBeen)
 TEST(RequestDecision, ARefusedRequestIsNotDelayed)
 {
     Request req({&local_policy(), &local_policy()});
-    req.checks[0].delay = 0;
+    req.checks[0].delay_units = 0;
 
     req.pass({passes_full_for(900'000), refuses(100'000)});
 

@@ -11,10 +11,10 @@ namespace {
 
 TEST(SyncSchedule, FourTicksAnIntervalWithinBounds)
 {
-    EXPECT_EQ(sync_tick_ms(1000), 250);
-    EXPECT_EQ(sync_tick_ms(100), 25);
-    EXPECT_EQ(sync_tick_ms(60'000), kSyncTickMaxMs); // a worker exits soon
-    EXPECT_EQ(sync_tick_ms(5), 2);                   // not a busy loop
+    EXPECT_EQ(sync_tick_ms(1'000'000), 250);
+    EXPECT_EQ(sync_tick_ms(100'000), 25);
+    EXPECT_EQ(sync_tick_ms(60'000'000), kSyncTickMaxMs); // a worker exits soon
+    EXPECT_EQ(sync_tick_ms(5'000), 2);                   // not a busy loop
 }
 
 TEST(SyncSchedule, DueWithinAMillisecond)
@@ -35,15 +35,16 @@ TEST(SyncSchedule, TheCadenceIsKeptUnlessItFellBehind)
 
 TEST(SyncSchedule, ACallWaitsAnIntervalButNotWhenExiting)
 {
-    EXPECT_EQ(sync_call_timeout_ms(1000, 50, false), 1000);
-    EXPECT_EQ(sync_call_timeout_ms(20, 50, false), 50);
-    EXPECT_EQ(sync_call_timeout_ms(1000, 50, true), 50);
+    EXPECT_EQ(sync_call_timeout_ms(1'000'000, 50, false), 1000);
+    EXPECT_EQ(sync_call_timeout_ms(20'000, 50, false), 50);
+    EXPECT_EQ(sync_call_timeout_ms(1'000'000, 50, true), 50);
 }
 
 TEST(SyncSchedule, AClaimOutlivesItsLongestCall)
 {
-    EXPECT_EQ(sync_claim_until(1'000'000, 100, 500), 1'000'000 + 600'000);
-    EXPECT_EQ(sync_claim_until(1'000'000, 1000, 500), 1'000'000 + 2'000'000);
+    EXPECT_EQ(sync_claim_until(1'000'000, 100'000, 500), 1'000'000 + 600'000);
+    EXPECT_EQ(sync_claim_until(1'000'000, 1'000'000, 500),
+              1'000'000 + 2'000'000);
 }
 
 TEST(SyncSchedule, TheSecondSyncOfADrainedIdleKeyIsSkipped)
