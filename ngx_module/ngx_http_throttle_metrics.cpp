@@ -19,6 +19,7 @@
  */
 
 #include "ngx_http_throttle_module.h"
+#include "ngx_http_throttle_prometheus.h"
 
 #include <algorithm>
 
@@ -249,48 +250,6 @@ ngx_http_throttle_metrics_value(const ngx_http_throttle_metrics_sample_t *s,
                                   + s->counter);
 }
 
-size_t
-ngx_http_throttle_metrics_family_size(const char *name, const char *type,
-                                      const char *help) noexcept
-{
-    return sizeof("# HELP  \n# TYPE  \n") - 1 + 2 * ngx_strlen(name)
-        + ngx_strlen(help) + ngx_strlen(type);
-}
-
-u_char *
-ngx_http_throttle_metrics_family(u_char *p, u_char *last, const char *name,
-                                 const char *type, const char *help) noexcept
-{
-    return ngx_slprintf(p, last, "# HELP %s %s\n# TYPE %s %s\n", name, help,
-                        name, type);
-}
-
-size_t
-ngx_http_throttle_metrics_sample_size(const char *name, const char *label,
-                                      size_t      value_len,
-                                      const char *extra) noexcept
-{
-    /* the number signed and, in seconds, with six decimals */
-    return ngx_strlen(name) + sizeof("{=\"\"} \n") - 1 + ngx_strlen(label)
-        + value_len + ngx_strlen(extra) + NGX_INT64_LEN + sizeof(".000000") - 1;
-}
-
-u_char *
-ngx_http_throttle_metrics_sample(u_char *p, u_char *last, const char *name,
-                                 const char *label, const ngx_str_t *value,
-                                 const char *extra, int64_t number,
-                                 bool seconds) noexcept
-{
-    p = ngx_slprintf(p, last, "%s{%s=\"%V\"%s} ", name, label, value, extra);
-
-    if (seconds) {
-        return ngx_slprintf(p, last, "%L.%06L\n", number / 1000000,
-                            number % 1000000);
-    }
-
-    return ngx_slprintf(p, last, "%L\n", number);
-}
-
 #define NGX_HTTP_THROTTLE_BUILD_INFO "nginx_throttle_build_info"
 #define NGX_HTTP_THROTTLE_BUILD_HELP "The module's version."
 
@@ -298,10 +257,10 @@ static size_t
 ngx_http_throttle_metrics_build_size(
     const ngx_http_throttle_metrics_scrape_t *scrape) noexcept
 {
-    return ngx_http_throttle_metrics_family_size(NGX_HTTP_THROTTLE_BUILD_INFO,
-                                                 "gauge",
-                                                 NGX_HTTP_THROTTLE_BUILD_HELP)
-        + ngx_http_throttle_metrics_sample_size(
+    return ngx_http_throttle_prometheus_family_size(
+               NGX_HTTP_THROTTLE_BUILD_INFO, "gauge",
+               NGX_HTTP_THROTTLE_BUILD_HELP)
+        + ngx_http_throttle_prometheus_sample_size(
                NGX_HTTP_THROTTLE_BUILD_INFO, "version",
                sizeof(NGX_HTTP_THROTTLE_VERSION) - 1, "");
 }
@@ -313,11 +272,12 @@ ngx_http_throttle_metrics_build_write(
 {
     static const ngx_str_t version = ngx_string(NGX_HTTP_THROTTLE_VERSION);
 
-    p = ngx_http_throttle_metrics_family(p, last, NGX_HTTP_THROTTLE_BUILD_INFO,
-                                         "gauge", NGX_HTTP_THROTTLE_BUILD_HELP);
-    return ngx_http_throttle_metrics_sample(p, last,
-                                            NGX_HTTP_THROTTLE_BUILD_INFO,
-                                            "version", &version, "", 1, false);
+    p = ngx_http_throttle_prometheus_family(
+        p, last, NGX_HTTP_THROTTLE_BUILD_INFO, "gauge",
+        NGX_HTTP_THROTTLE_BUILD_HELP);
+    return ngx_http_throttle_prometheus_sample(
+        p, last, NGX_HTTP_THROTTLE_BUILD_INFO, "version", &version, "", 1,
+        false);
 }
 
 static size_t
@@ -329,12 +289,12 @@ ngx_http_throttle_metrics_zones_size(
     const ngx_http_throttle_metrics_sample_t *s;
 
     for (const auto &family : ngx_http_throttle_metrics_families) {
-        size += ngx_http_throttle_metrics_family_size(family.name, family.type,
-                                                      family.help);
+        size += ngx_http_throttle_prometheus_family_size(
+            family.name, family.type, family.help);
 
         for (z = 0; z < scrape->nzones; z++) {
             for (s = family.samples; s->labels; s++) {
-                size += ngx_http_throttle_metrics_sample_size(
+                size += ngx_http_throttle_prometheus_sample_size(
                     family.name, "zone", scrape->zones[z]->name.len, s->labels);
             }
         }
@@ -366,13 +326,13 @@ ngx_http_throttle_metrics_zones_write(
             }
 
             if (!started) {
-                p = ngx_http_throttle_metrics_family(p, last, family.name,
-                                                     family.type, family.help);
+                p = ngx_http_throttle_prometheus_family(
+                    p, last, family.name, family.type, family.help);
                 started = true;
             }
 
             for (s = family.samples; s->labels; s++) {
-                p = ngx_http_throttle_metrics_sample(
+                p = ngx_http_throttle_prometheus_sample(
                     p, last, family.name, "zone", &zone->name, s->labels,
                     ngx_http_throttle_metrics_value(s, zone), family.seconds);
             }

@@ -318,7 +318,9 @@ ngx_http_throttle_init(ngx_conf_t *cf) noexcept
 
     if (ngx_http_throttle_resolve_redis(cf, tmcf) != NGX_OK
         || ngx_http_throttle_check_refs(cf, tmcf) != NGX_OK
-        || ngx_http_throttle_redis_metrics_zone(cf, &tmcf->redis) != NGX_OK)
+        || ngx_http_throttle_redis_metrics_zone(cf, &tmcf->redis,
+                                                &ngx_http_throttle_module)
+            != NGX_OK)
     {
         return NGX_ERROR;
     }

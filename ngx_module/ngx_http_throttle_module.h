@@ -366,29 +366,6 @@ ngx_int_t ngx_http_throttle_send(ngx_http_request_t *r, ngx_uint_t status,
 char *ngx_http_throttle_metrics_directive(ngx_conf_t *cf, ngx_command_t *cmd,
                                           void *conf) noexcept;
 
-/*
- * The lines of Prometheus's text format, for every section of the
- * response: a family's "# HELP" and "# TYPE", and a sample,
- * name{label="value"extra} number (microseconds written as seconds when
- * "seconds"). A label's value is a zone's or a backend's name, which needs
- * no escaping (throttle::valid_zone_name()). Each writes no further than
- * "last"; the _size functions give the most it writes.
- */
-size_t ngx_http_throttle_metrics_family_size(const char *name, const char *type,
-                                             const char *help) noexcept;
-u_char *ngx_http_throttle_metrics_family(u_char *p, u_char *last,
-                                         const char *name, const char *type,
-                                         const char *help) noexcept;
-size_t  ngx_http_throttle_metrics_sample_size(const char *name,
-                                              const char *label,
-                                              size_t      value_len,
-                                              const char *extra) noexcept;
-u_char *ngx_http_throttle_metrics_sample(u_char *p, u_char *last,
-                                         const char *name, const char *label,
-                                         const ngx_str_t *value,
-                                         const char *extra, int64_t number,
-                                         bool seconds) noexcept;
-
 /* ngx_http_throttle_api.cpp */
 char *ngx_http_throttle_api_directive(ngx_conf_t *cf, ngx_command_t *cmd,
                                       void *conf) noexcept;

@@ -5,7 +5,9 @@
  * and the histogram's buckets.
  */
 
-#include "ngx_http_throttle_module.h"
+#include "ngx_http_throttle_params.h"
+#include "ngx_http_throttle_prometheus.h"
+#include "ngx_http_throttle_redis.h"
 #include "ngx_http_throttle_redis_metrics.h"
 
 /* Fixed, so that a reload finds the zone as it was and keeps what it
@@ -103,8 +105,8 @@ ngx_http_throttle_redis_metrics_init(ngx_shm_zone_t *shm_zone,
 }
 
 ngx_int_t
-ngx_http_throttle_redis_metrics_zone(ngx_conf_t  *cf,
-                                     ngx_array_t *backends) noexcept
+ngx_http_throttle_redis_metrics_zone(ngx_conf_t *cf, ngx_array_t *backends,
+                                     void *tag) noexcept
 {
     ngx_shm_zone_t  *shm_zone;
     static ngx_str_t name = ngx_string("ngx_http_throttle_redis_metrics");
@@ -113,9 +115,8 @@ ngx_http_throttle_redis_metrics_zone(ngx_conf_t  *cf,
         return NGX_OK;
     }
 
-    shm_zone =
-        ngx_shared_memory_add(cf, &name, NGX_HTTP_THROTTLE_REDIS_METRICS_SIZE,
-                              &ngx_http_throttle_module);
+    shm_zone = ngx_shared_memory_add(cf, &name,
+                                     NGX_HTTP_THROTTLE_REDIS_METRICS_SIZE, tag);
     if (shm_zone == NULL) {
         return NGX_ERROR;
     }
@@ -205,7 +206,7 @@ ngx_http_throttle_redis_metrics_size(ngx_array_t *backends) noexcept
     /* every sample as long as the longest: a bucket's name with its "le" */
     for (i = 0; i < backends->nelts; i++) {
         size += NGX_HTTP_THROTTLE_REDIS_NSAMPLES
-            * ngx_http_throttle_metrics_sample_size(
+            * ngx_http_throttle_prometheus_sample_size(
                     NGX_HTTP_THROTTLE_REDIS_SLOT_MAP, "backend", b[i]->name.len,
                     ",le=\"0.000000\",kind=\"clusterdown\"");
     }
@@ -219,8 +220,8 @@ ngx_http_throttle_redis_sample(u_char *p, u_char *last, const char *name,
                                ngx_http_throttle_redis_t *b, const char *extra,
                                int64_t number, bool seconds = false) noexcept
 {
-    return ngx_http_throttle_metrics_sample(p, last, name, "backend", &b->name,
-                                            extra, number, seconds);
+    return ngx_http_throttle_prometheus_sample(
+        p, last, name, "backend", &b->name, extra, number, seconds);
 }
 
 static u_char *
@@ -279,7 +280,7 @@ ngx_http_throttle_redis_metrics_write(u_char *p, u_char *last,
         (ngx_http_throttle_redis_t **) backends->elts;
     ngx_uint_t n = backends->nelts;
 
-    p = ngx_http_throttle_metrics_family(
+    p = ngx_http_throttle_prometheus_family(
         p, last, NGX_HTTP_THROTTLE_REDIS_COMMANDS, "counter",
         "Scripts sent to Redis (EVALSHA, and EVAL when Redis lacked one).");
     for (i = 0; i < n; i++) {
@@ -288,7 +289,7 @@ ngx_http_throttle_redis_metrics_write(u_char *p, u_char *last,
                                            b[i], "", b[i]->metrics->commands);
     }
 
-    p = ngx_http_throttle_metrics_family(
+    p = ngx_http_throttle_prometheus_family(
         p, last, NGX_HTTP_THROTTLE_REDIS_CONNECTIONS, "gauge",
         "Connections to Redis open now, all workers.");
     for (i = 0; i < n; i++) {
@@ -297,7 +298,7 @@ ngx_http_throttle_redis_metrics_write(u_char *p, u_char *last,
             ngx_http_throttle_redis_connections(b[i]));
     }
 
-    p = ngx_http_throttle_metrics_family(
+    p = ngx_http_throttle_prometheus_family(
         p, last, NGX_HTTP_THROTTLE_REDIS_ERRORS, "counter",
         "Errors met talking to Redis, by kind; each counts once, however "
         "many commands it failed.");
@@ -311,7 +312,7 @@ ngx_http_throttle_redis_metrics_write(u_char *p, u_char *last,
         }
     }
 
-    p = ngx_http_throttle_metrics_family(
+    p = ngx_http_throttle_prometheus_family(
         p, last, NGX_HTTP_THROTTLE_REDIS_LATENCY, "histogram",
         "Round trips of the scripts sent to Redis, from their write to "
         "their reply.");
@@ -324,7 +325,7 @@ ngx_http_throttle_redis_metrics_write(u_char *p, u_char *last,
         return p; /* no Cluster backend, no slot map */
     }
 
-    p = ngx_http_throttle_metrics_family(
+    p = ngx_http_throttle_prometheus_family(
         p, last, NGX_HTTP_THROTTLE_REDIS_SLOT_MAP, "counter",
         "Reads of a Redis Cluster's slot map (CLUSTER SLOTS or SHARDS).");
     for (i = 0; i < n; i++) {

@@ -60,9 +60,11 @@ struct ngx_http_throttle_redis_metrics_s {
     ngx_atomic_t connections[NGX_MAX_PROCESSES];
 };
 
-/* Adds the zone when the configuration has backends; at postconfiguration. */
+/* Adds the zone when the configuration has backends; at postconfiguration.
+ * "tag": the module's, as every shared zone of it. */
 ngx_int_t ngx_http_throttle_redis_metrics_zone(ngx_conf_t  *cf,
-                                               ngx_array_t *backends) noexcept;
+                                               ngx_array_t *backends,
+                                               void        *tag) noexcept;
 
 /* This worker's connection counts start at 0. */
 void ngx_http_throttle_redis_metrics_init_worker(
