@@ -57,7 +57,7 @@ TEST_DEB_DEPS := $(DEB_DEPS) curl python3
 CORE_SRCS   := $(wildcard src/throttle/*.cpp src/throttle/*.hpp src/scripts/*.lua \
                src/scripts/lib/*.lua \
                cmake/*.cmake) CMakeLists.txt
-GLUE_SRCS   := $(wildcard ngx_module/*.cpp ngx_module/*.h) config
+GLUE_SRCS   := $(wildcard ngx_module/*.cpp ngx_module/*/*.cpp ngx_module/*/*.h) config
 
 # SANITIZE=1 (set by make sanitize, with BUILD=build/sanitize) builds with
 # the sanitizers, and nginx's tree also builds the module of planted bugs.
@@ -104,7 +104,7 @@ $(CORE_BUILD)/libthrottle_core.a: $(CORE_SRCS) $(CORE_BUILD)/CMakeCache.txt
 # nginx's configure writes the list of glue files into its Makefile: a file
 # added or removed configures again.
 GLUE_LIST   := $(BUILD)/glue-files
-GLUE_FILES  := $(sort $(wildcard ngx_module/*))
+GLUE_FILES  := $(sort $(wildcard ngx_module/* ngx_module/*/*))
 $(shell mkdir -p $(BUILD) && { echo '$(GLUE_FILES)' | cmp -s - $(GLUE_LIST) \
         || echo '$(GLUE_FILES)' > $(GLUE_LIST); })
 
@@ -282,7 +282,7 @@ uninstall:
 	    $(DESTDIR)$(MODULES_DIR)/ngx_http_throttle_module.so
 
 format:
-	clang-format -i src/throttle/*.[ch]pp ngx_module/*.cpp ngx_module/*.h \
+	clang-format -i src/throttle/*.[ch]pp ngx_module/*.cpp ngx_module/*/*.cpp ngx_module/*/*.h \
 	    t/unit/*.cpp t/unit/*.hpp t/fuzz/*.cpp t/fuzz/*.hpp t/sanitize/*.c \
 	    t/sanitize/probe/*.c
 

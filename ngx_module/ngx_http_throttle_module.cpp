@@ -24,7 +24,9 @@
  * module's version each time it loads a configuration (init_module).
  */
 
-#include "ngx_http_throttle_module.h"
+#include "ngx_http_throttle_endpoints.h"
+#include "ngx_http_throttle_request.h"
+#include "ngx_http_throttle_zone.h"
 #include "ngx_http_throttle_params.h"
 
 static void     *ngx_http_throttle_create_main_conf(ngx_conf_t *cf) noexcept;

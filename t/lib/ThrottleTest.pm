@@ -101,7 +101,7 @@ C<require_redis_module()> skips the whole file when the module does not
 know C<throttle_redis> yet, and fails it when redis-server is missing.
 
 C<module_version()> is the module's version, as
-F<ngx_module/ngx_http_throttle_module.h> defines it.
+F<ngx_module/base/ngx_http_throttle_conf.h> defines it.
 
 =cut
 
@@ -165,7 +165,7 @@ sub with_instances {
 }
 
 sub module_version {
-    my $header = "$FindBin::Bin/../ngx_module/ngx_http_throttle_module.h";
+    my $header = "$FindBin::Bin/../ngx_module/base/ngx_http_throttle_conf.h";
     my ($version) = read_file($header)
         =~ /^#define NGX_HTTP_THROTTLE_VERSION "([^"]+)"$/m
         or die "no NGX_HTTP_THROTTLE_VERSION in $header\n";

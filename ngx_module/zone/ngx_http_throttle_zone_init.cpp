@@ -6,7 +6,7 @@
  * what throttle::reload_refusal() says of the policies).
  */
 
-#include "ngx_http_throttle_module.h"
+#include "ngx_http_throttle_zone.h"
 
 /* A reload made an async zone local or strict: nothing will sync its keys
  * any more, and a key still due a sync would never expire. Their unsent

@@ -11,7 +11,7 @@
  * throttle_dry_run is nginx's stock flag slot.
  */
 
-#include "ngx_http_throttle_module.h"
+#include "ngx_http_throttle_request.h"
 #include "ngx_http_throttle_params.h"
 
 #include "throttle/parse.hpp"

@@ -13,8 +13,8 @@
  * (throttle::StoredKey, and log_slots words after the key's data).
  */
 
-#include "ngx_http_throttle_metrics.h"
-#include "ngx_http_throttle_module.h"
+#include "ngx_http_throttle_zone_metrics.h"
+#include "ngx_http_throttle_zone.h"
 #include "ngx_http_throttle_params.h"
 
 #include "throttle/sync_schedule.hpp"
@@ -229,7 +229,7 @@ ngx_http_throttle_find_node(ngx_http_throttle_zone_t *zone, const u_char *data,
 
 /* Finds the check's node, if the zone holds its key. */
 static void
-ngx_http_throttle_find(ngx_http_throttle_check_t *check) noexcept
+ngx_http_throttle_find(ngx_http_throttle_lookup_t *check) noexcept
 {
     const throttle::ZoneKey &key = check->key;
 
@@ -242,7 +242,7 @@ ngx_http_throttle_find(ngx_http_throttle_check_t *check) noexcept
 }
 
 void
-ngx_http_throttle_lookup(ngx_http_throttle_check_t *check) noexcept
+ngx_http_throttle_lookup(ngx_http_throttle_lookup_t *check) noexcept
 {
     ngx_http_throttle_node_t *tn;
 
@@ -260,8 +260,8 @@ ngx_http_throttle_lookup(ngx_http_throttle_check_t *check) noexcept
  * answer.
  */
 void
-ngx_http_throttle_remember(ngx_http_throttle_check_t *check,
-                           ngx_log_t                 *log) noexcept
+ngx_http_throttle_remember(ngx_http_throttle_lookup_t *check, int64_t sent_at,
+                           ngx_log_t *log) noexcept
 {
     ngx_http_throttle_zone_t      *zone = check->zone;
     const throttle::ThrottleResult answer = check->part->decision.result;
@@ -273,7 +273,7 @@ ngx_http_throttle_remember(ngx_http_throttle_check_t *check,
 
     check->part->decision = zone->policy.remember_answer(
         check->node ? &check->node->stored : NULL, answer, check->part->cost,
-        check->sent_at, check->now);
+        sent_at, check->now);
 
     if (ngx_http_throttle_reserve(check, log) == NGX_OK) {
         ngx_http_throttle_commit(check);
@@ -285,8 +285,8 @@ ngx_http_throttle_remember(ngx_http_throttle_check_t *check,
 }
 
 ngx_int_t
-ngx_http_throttle_reserve(ngx_http_throttle_check_t *check,
-                          ngx_log_t                 *log) noexcept
+ngx_http_throttle_reserve(ngx_http_throttle_lookup_t *check,
+                          ngx_log_t                  *log) noexcept
 {
     const throttle::ZoneKey  &key = check->key;
     ngx_http_throttle_zone_t *zone = check->zone;
@@ -334,7 +334,7 @@ ngx_http_throttle_reserve(ngx_http_throttle_check_t *check,
 }
 
 void
-ngx_http_throttle_release(ngx_http_throttle_check_t *check) noexcept
+ngx_http_throttle_release(ngx_http_throttle_lookup_t *check) noexcept
 {
     if (check->fresh) {
         ngx_slab_free_locked(check->zone->shpool,
@@ -344,7 +344,7 @@ ngx_http_throttle_release(ngx_http_throttle_check_t *check) noexcept
 }
 
 void
-ngx_http_throttle_commit(ngx_http_throttle_check_t *check) noexcept
+ngx_http_throttle_commit(ngx_http_throttle_lookup_t *check) noexcept
 {
     int64_t                   unsent;
     ngx_http_throttle_node_t *tn;

@@ -22,7 +22,6 @@
 #define RAPIDJSON_ASSERT(x) ((void) 0)
 
 #include "ngx_http_throttle_api.h"
-#include "ngx_http_throttle_metrics.h"
 
 #include <rapidjson/document.h>
 #include <rapidjson/error/en.h>
@@ -355,7 +354,7 @@ ngx_http_throttle_api_write_check(ngx_http_throttle_api_writer_t  &w,
     ngx_uint_t       i = (ngx_uint_t) (check - ctx->checks);
     throttle::Status verdict = ctx->decision.verdict(i);
     ngx_str_t        status = ngx_http_throttle_status_name(verdict);
-    const ngx_str_t *zone = &check->zone->name;
+    const ngx_str_t *zone = &check->lookup.zone->name;
     bool             decided = verdict != throttle::Status::error_allowed
         && verdict != throttle::Status::error_denied;
 
@@ -406,7 +405,7 @@ ngx_http_throttle_api_check_of(const ngx_http_throttle_ctx_t  *ctx,
     ngx_uint_t i;
 
     for (i = 0; i < ctx->nchecks; i++) {
-        if (ctx->checks[i].zone == zone) {
+        if (ctx->checks[i].lookup.zone == zone) {
             return &ctx->checks[i];
         }
     }

@@ -8,7 +8,7 @@
  * phases.
  */
 
-#include "ngx_http_throttle_module.h"
+#include "ngx_http_throttle_request.h"
 
 #include "throttle/headers.hpp"
 

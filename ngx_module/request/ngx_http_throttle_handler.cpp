@@ -35,61 +35,7 @@
  *     once.
  */
 
-#include "ngx_http_throttle_module.h"
-
-#include <new>
-
-static void
-ngx_http_throttle_ctx_marker(void *data) noexcept
-{
-    /* nothing to free: the cleanup only lets the context be found again
-     * after an internal redirect has wiped the module contexts */
-}
-
-ngx_http_throttle_request_ctx_t *
-ngx_http_throttle_get_ctx(ngx_http_request_t *r) noexcept
-{
-    ngx_pool_cleanup_t              *cln;
-    ngx_http_throttle_request_ctx_t *ctx;
-
-    r = r->main;
-
-    ctx = (ngx_http_throttle_request_ctx_t *) ngx_http_get_module_ctx(
-        r, ngx_http_throttle_module);
-
-    if (ctx == NULL && (r->internal || r->filter_finalize)) {
-
-        for (cln = r->pool->cleanup; cln; cln = cln->next) {
-            if (cln->handler == ngx_http_throttle_ctx_marker) {
-                ctx = (ngx_http_throttle_request_ctx_t *) cln->data;
-                ngx_http_set_ctx(r, ctx, ngx_http_throttle_module);
-                break;
-            }
-        }
-    }
-
-    return ctx;
-}
-
-ngx_http_throttle_request_ctx_t *
-ngx_http_throttle_create_ctx(ngx_http_request_t *r) noexcept
-{
-    ngx_pool_cleanup_t              *cln;
-    ngx_http_throttle_request_ctx_t *ctx;
-
-    cln = ngx_pool_cleanup_add(r->main->pool,
-                               sizeof(ngx_http_throttle_request_ctx_t));
-    if (cln == NULL) {
-        return NULL;
-    }
-
-    ctx = new (cln->data) ngx_http_throttle_request_ctx_t();
-    cln->handler = ngx_http_throttle_ctx_marker;
-
-    ngx_http_set_ctx(r->main, ctx, ngx_http_throttle_module);
-
-    return ctx;
-}
+#include "ngx_http_throttle_request.h"
 
 /* The phase of the request that waits for its delay to pass. */
 static ngx_http_throttle_ctx_t *
@@ -171,7 +117,9 @@ ngx_http_throttle_hold(ngx_http_throttle_ctx_t *ctx, ngx_int_t rc) noexcept
     return NGX_AGAIN;
 }
 
-void
+/* Redis has answered every strict check (or failed within the backend's
+ * timeout): the decision completes, and the phases run again. */
+static void
 ngx_http_throttle_resume(ngx_http_throttle_ctx_t *ctx) noexcept
 {
     ngx_int_t           rc;
@@ -249,6 +197,7 @@ ngx_http_throttle_handle(ngx_http_request_t *r, ngx_uint_t phase) noexcept
     ctx->request = r;
     ctx->tlcf = tlcf;
     ctx->state = NGX_HTTP_THROTTLE_DONE;
+    ctx->resume_handler = ngx_http_throttle_resume;
 
     rc = ngx_http_throttle_start(r, ctx);
 

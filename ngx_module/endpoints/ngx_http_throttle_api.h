@@ -9,7 +9,8 @@
 #ifndef NGX_HTTP_THROTTLE_API_H
 #define NGX_HTTP_THROTTLE_API_H
 
-#include "ngx_http_throttle_module.h"
+#include "ngx_http_throttle_endpoints.h"
+#include "ngx_http_throttle_request.h"
 
 /* What one call may ask. */
 #define NGX_HTTP_THROTTLE_API_MAX_CHECKS 16

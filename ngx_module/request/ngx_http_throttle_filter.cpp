@@ -5,7 +5,7 @@
  * or went through error_page.
  */
 
-#include "ngx_http_throttle_module.h"
+#include "ngx_http_throttle_request.h"
 
 #include "throttle/headers.hpp"
 

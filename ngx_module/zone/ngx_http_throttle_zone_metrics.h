@@ -7,61 +7,11 @@
  * the zone's lock" write gauges that the lock keeps consistent.
  */
 
-#ifndef NGX_HTTP_THROTTLE_METRICS_H
-#define NGX_HTTP_THROTTLE_METRICS_H
+#ifndef NGX_HTTP_THROTTLE_ZONE_METRICS_H
+#define NGX_HTTP_THROTTLE_ZONE_METRICS_H
 
 #include "ngx_http_throttle_counter.h"
-#include "ngx_http_throttle_module.h"
-
-/*
- * A phase has decided a request: each zone that took part (its key was
- * not empty) counts it once, by its own verdict
- * (throttle::RequestDecision::verdict()); a zone counts the units it
- * charged, and those it refused when it rejected the request itself.
- */
-static inline void
-ngx_http_throttle_metrics_decided(const ngx_http_throttle_ctx_t *ctx) noexcept
-{
-    ngx_uint_t                   i;
-    ngx_http_throttle_metrics_t *m;
-    throttle::Status             verdict;
-
-    for (i = 0; i < ctx->nchecks; i++) {
-        if (ctx->checks[i].zone == NULL) {
-            continue;
-        }
-
-        const throttle::ZoneCheck &part = ctx->decision.check(i);
-
-        m = &ctx->checks[i].zone->sh->metrics;
-        verdict = ctx->decision.verdict(i);
-        ngx_http_throttle_metrics_add(&m->requests[(size_t) verdict], 1);
-
-        if (part.charged) {
-            ngx_http_throttle_metrics_add(&m->units_passed, part.cost);
-
-        } else if (verdict == throttle::Status::rejected
-                   || verdict == throttle::Status::rejected_dry_run)
-        {
-            ngx_http_throttle_metrics_add(&m->units_rejected, part.cost);
-        }
-    }
-}
-
-/* The strict zones that rejected a request from their memory of Redis's
- * rejections, without asking Redis. */
-static inline void
-ngx_http_throttle_metrics_denials(const ngx_http_throttle_ctx_t *ctx) noexcept
-{
-    ngx_uint_t i;
-
-    for (i = 0; i < ctx->nchecks; i++) {
-        if (ctx->decision.denied_from_memory(i)) {
-            ngx_http_throttle_metrics_add(
-                &ctx->checks[i].zone->sh->metrics.denial_cache_hits, 1);
-        }
-    }
-}
+#include "ngx_http_throttle_zone.h"
 
 /* A key was removed to make room; "live" if it was still limited. */
 static inline void
@@ -141,4 +91,4 @@ ngx_http_throttle_metrics_synced(ngx_http_throttle_zone_t *zone, bool ok,
         took_all ? m->charged_since_take : ngx_max(m->unsynced_since, sent_at);
 }
 
-#endif /* NGX_HTTP_THROTTLE_METRICS_H */
+#endif /* NGX_HTTP_THROTTLE_ZONE_METRICS_H */

@@ -9,7 +9,7 @@
  * is given back.
  */
 
-#include "ngx_http_throttle_module.h"
+#include "ngx_http_throttle_request.h"
 
 #include "throttle/redis.hpp"
 
@@ -36,7 +36,7 @@ ngx_http_throttle_strict_done(void *data, redisReply *reply, const char *err,
 {
     ngx_http_throttle_check_t *check = (ngx_http_throttle_check_t *) data;
     ngx_http_throttle_ctx_t   *ctx = check->ctx;
-    ngx_http_throttle_zone_t  *zone = check->zone;
+    ngx_http_throttle_zone_t  *zone = check->lookup.zone;
     ngx_uint_t                 i = (ngx_uint_t) (check - ctx->checks);
 
     check->cmd = NULL;
@@ -73,11 +73,7 @@ ngx_http_throttle_strict_done(void *data, redisReply *reply, const char *err,
     }
 
     if (--ctx->replies_awaited == 0) {
-        if (ctx->resume_handler) {
-            ctx->resume_handler(ctx);
-        } else {
-            ngx_http_throttle_resume(ctx);
-        }
+        ctx->resume_handler(ctx);
     }
 }
 
@@ -87,7 +83,7 @@ static bool
 ngx_http_throttle_strict_key(ngx_pool_t                *pool,
                              ngx_http_throttle_check_t *check) noexcept
 {
-    ngx_http_throttle_zone_t *zone = check->zone;
+    ngx_http_throttle_zone_t *zone = check->lookup.zone;
     u_char                   *p;
 
     p = (u_char *) ngx_pnalloc(
@@ -100,7 +96,7 @@ ngx_http_throttle_strict_key(ngx_pool_t                *pool,
     check->redis_key.data = p;
     check->redis_key.len = throttle::format_redis_key(
         (char *) p, ngx_http_throttle_sv(zone->redis->prefix),
-        ngx_http_throttle_sv(zone->name), check->key);
+        ngx_http_throttle_sv(zone->name), check->lookup.key);
     return true;
 }
 
@@ -119,7 +115,8 @@ ngx_http_throttle_strict_eval(ngx_http_throttle_check_t      *check,
     call.nargv = script.args.n;
     call.timeout = 0;
 
-    return ngx_http_throttle_redis_eval(check->zone->redis, &call, done, check);
+    return ngx_http_throttle_redis_eval(check->lookup.zone->redis, &call, done,
+                                        check);
 }
 
 /* Sends the call of each zone Redis decides; returns how many are
@@ -150,9 +147,11 @@ ngx_http_throttle_strict_send(ngx_http_throttle_ctx_t *ctx) noexcept
         }
 
         if (ngx_http_throttle_strict_key(r->pool, check)) {
-            check->sent_at = check->zone->policy.now_us();
+            check->sent_at = check->lookup.zone->policy.now_us();
             check->cmd = ngx_http_throttle_strict_eval(
-                check, check->zone->policy.decision_call(check->part->cost),
+                check,
+                check->lookup.zone->policy.decision_call(
+                    check->lookup.part->cost),
                 ngx_http_throttle_strict_done);
         }
 
@@ -180,14 +179,14 @@ ngx_http_throttle_strict_settle(ngx_http_throttle_ctx_t *ctx) noexcept
 
         switch (ctx->decision.settlement(i)) {
         case throttle::Settlement::remember:
-            ngx_http_throttle_remember(check, log);
+            ngx_http_throttle_remember(&check->lookup, check->sent_at, log);
             break;
 
         case throttle::Settlement::refund:
             (void) ngx_http_throttle_strict_eval(
                 check,
-                check->zone->policy.refund_call(check->part->cost,
-                                                check->tokens),
+                check->lookup.zone->policy.refund_call(check->lookup.part->cost,
+                                                       check->tokens),
                 NULL);
             break;
 

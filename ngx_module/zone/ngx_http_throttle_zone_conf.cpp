@@ -8,7 +8,7 @@
  * (what it accepts, its limits) are the core's, in throttle::make_policy().
  */
 
-#include "ngx_http_throttle_module.h"
+#include "ngx_http_throttle_zone.h"
 #include "ngx_http_throttle_params.h"
 
 #include "throttle/headers.hpp"

@@ -8,8 +8,8 @@
  * there.
  */
 
-#include "ngx_http_throttle_metrics.h"
-#include "ngx_http_throttle_module.h"
+#include "ngx_http_throttle_zone_metrics.h"
+#include "ngx_http_throttle_request.h"
 
 #include <new>
 
@@ -23,11 +23,11 @@ ngx_http_throttle_set_key(ngx_http_throttle_check_t *check,
                           ngx_http_throttle_zone_t *zone, const ngx_str_t *key,
                           int64_t cost, int64_t delay_units) noexcept
 {
-    check->zone = zone;
-    check->key = throttle::ZoneKey(key->data, key->len);
-    check->part->policy = &zone->policy;
-    check->part->cost = cost;
-    check->part->delay_units = delay_units;
+    check->lookup.zone = zone;
+    check->lookup.key = throttle::ZoneKey(key->data, key->len);
+    check->lookup.part->policy = &zone->policy;
+    check->lookup.part->cost = cost;
+    check->lookup.part->delay_units = delay_units;
 }
 
 /* Evaluates a line's key and cost; NGX_DECLINED for an empty key. */
@@ -40,7 +40,7 @@ ngx_http_throttle_prepare(ngx_http_request_t        *r,
     ngx_http_throttle_zone_t *zone;
 
     zone = (ngx_http_throttle_zone_t *) limit->shm_zone->data;
-    check->zone = zone;
+    check->lookup.zone = zone;
 
     if (ngx_http_complex_value(r, &zone->key, &key) != NGX_OK) {
         return NGX_ERROR;
@@ -71,48 +71,8 @@ ngx_http_throttle_prepare(ngx_http_request_t        *r,
         return NGX_ERROR;
     }
 
-    check->part->cost = *parsed.value;
+    check->lookup.part->cost = *parsed.value;
     return NGX_OK;
-}
-
-/*
- * The phase whose answer the client gets, in headers and variables, when
- * both decided (throttle::answers_before()). A throttle_api location's
- * decision comes before either. NULL if nothing decided.
- */
-const ngx_http_throttle_ctx_t *
-ngx_http_throttle_answer(ngx_http_request_t *r) noexcept
-{
-    ngx_uint_t                       p;
-    const ngx_http_throttle_ctx_t   *ctx, *best = NULL;
-    ngx_http_throttle_request_ctx_t *rctx = ngx_http_throttle_get_ctx(r);
-
-    if (rctx == NULL) {
-        return NULL;
-    }
-
-    /* the response of a throttle_api location is its answer to the
-     * caller's checks */
-    if (ngx_http_throttle_status(&rctx->api) != throttle::Status::none) {
-        return &rctx->api;
-    }
-
-    for (p = 0; p < NGX_HTTP_THROTTLE_NPHASES; p++) {
-        ctx = &rctx->phases[p];
-
-        if (ngx_http_throttle_status(ctx) == throttle::Status::none) {
-            continue;
-        }
-
-        if (best == NULL
-            || throttle::answers_before(ngx_http_throttle_phase_answer(ctx),
-                                        ngx_http_throttle_phase_answer(best)))
-        {
-            best = ctx;
-        }
-    }
-
-    return best;
 }
 
 /* Under every zone's lock: reserves what the charges need, then commits
@@ -127,7 +87,7 @@ ngx_http_throttle_charge(ngx_http_throttle_ctx_t *ctx) noexcept
 
     for (i = 0; i < ctx->nchecks && rc == NGX_OK; i++) {
         if (ctx->decision.takes_part(i)) {
-            rc = ngx_http_throttle_reserve(&ctx->checks[i], log);
+            rc = ngx_http_throttle_reserve(&ctx->checks[i].lookup, log);
         }
     }
 
@@ -139,9 +99,9 @@ ngx_http_throttle_charge(ngx_http_throttle_ctx_t *ctx) noexcept
         }
 
         if (rc == NGX_OK) {
-            ngx_http_throttle_commit(check);
+            ngx_http_throttle_commit(&check->lookup);
         } else {
-            ngx_http_throttle_release(check);
+            ngx_http_throttle_release(&check->lookup);
         }
     }
 
@@ -163,15 +123,15 @@ ngx_http_throttle_decide_zones(ngx_http_throttle_ctx_t *ctx) noexcept
 
     for (i = 0; i < ctx->nchecks; i++) {
         if (decision.takes_part(i)) {
-            ngx_shmtx_lock(&ctx->checks[i].zone->shpool->mutex);
+            ngx_shmtx_lock(&ctx->checks[i].lookup.zone->shpool->mutex);
         }
     }
 
     for (i = 0; i < ctx->nchecks; i++) {
         check = &ctx->checks[i];
         if (decision.takes_part(i)) {
-            check->now = check->zone->policy.now_us();
-            ngx_http_throttle_lookup(check);
+            check->lookup.now = check->lookup.zone->policy.now_us();
+            ngx_http_throttle_lookup(&check->lookup);
         }
     }
 
@@ -181,11 +141,61 @@ ngx_http_throttle_decide_zones(ngx_http_throttle_ctx_t *ctx) noexcept
 
     for (i = ctx->nchecks; i-- > 0; /* void */) {
         if (decision.takes_part(i)) {
-            ngx_shmtx_unlock(&ctx->checks[i].zone->shpool->mutex);
+            ngx_shmtx_unlock(&ctx->checks[i].lookup.zone->shpool->mutex);
         }
     }
 
     decision.end_pass(room);
+}
+
+/*
+ * A phase has decided a request: each zone that took part (its key was
+ * not empty) counts it once, by its own verdict
+ * (throttle::RequestDecision::verdict()); a zone counts the units it
+ * charged, and those it refused when it rejected the request itself.
+ */
+static void
+ngx_http_throttle_metrics_decided(const ngx_http_throttle_ctx_t *ctx) noexcept
+{
+    ngx_uint_t                   i;
+    ngx_http_throttle_metrics_t *m;
+    throttle::Status             verdict;
+
+    for (i = 0; i < ctx->nchecks; i++) {
+        if (ctx->checks[i].lookup.zone == NULL) {
+            continue;
+        }
+
+        const throttle::ZoneCheck &part = ctx->decision.check(i);
+
+        m = &ctx->checks[i].lookup.zone->sh->metrics;
+        verdict = ctx->decision.verdict(i);
+        ngx_http_throttle_metrics_add(&m->requests[(size_t) verdict], 1);
+
+        if (part.charged) {
+            ngx_http_throttle_metrics_add(&m->units_passed, part.cost);
+
+        } else if (verdict == throttle::Status::rejected
+                   || verdict == throttle::Status::rejected_dry_run)
+        {
+            ngx_http_throttle_metrics_add(&m->units_rejected, part.cost);
+        }
+    }
+}
+
+/* The strict zones that rejected a request from their memory of Redis's
+ * rejections, without asking Redis. */
+static void
+ngx_http_throttle_metrics_denials(const ngx_http_throttle_ctx_t *ctx) noexcept
+{
+    ngx_uint_t i;
+
+    for (i = 0; i < ctx->nchecks; i++) {
+        if (ctx->decision.denied_from_memory(i)) {
+            ngx_http_throttle_metrics_add(
+                &ctx->checks[i].lookup.zone->sh->metrics.denial_cache_hits, 1);
+        }
+    }
 }
 
 /* The request is decided: logged as limit_req logs, counted in each zone,
@@ -209,7 +219,7 @@ ngx_http_throttle_conclude(ngx_http_throttle_ctx_t *ctx) noexcept
         ngx_log_error(level, log, 0,
                       "delaying request by %L ms by zone \"%V\"%s",
                       outcome.delay_ms,
-                      &ctx->checks[outcome.longest].zone->name, dry_run);
+                      &ctx->checks[outcome.longest].lookup.zone->name, dry_run);
         break;
 
     case throttle::Status::rejected:
@@ -300,7 +310,7 @@ ngx_http_throttle_make_checks(ngx_http_request_t      *r,
     for (i = 0; i < n; i++) {
         new (&ctx->checks[i]) ngx_http_throttle_check_t();
         ctx->checks[i].ctx = ctx;
-        ctx->checks[i].part = new (&parts[i]) throttle::ZoneCheck();
+        ctx->checks[i].lookup.part = new (&parts[i]) throttle::ZoneCheck();
     }
 
     return NGX_OK;
@@ -315,7 +325,7 @@ ngx_http_throttle_begin(ngx_http_throttle_ctx_t *ctx) noexcept
 
     ctx->decision.begin(
         {tlcf->dry_run != 0, tlcf->on_error == NGX_HTTP_THROTTLE_ON_ERROR_DENY},
-        ctx->nchecks ? ctx->checks[0].part : NULL, ctx->nchecks);
+        ctx->nchecks ? ctx->checks[0].lookup.part : NULL, ctx->nchecks);
 }
 
 /* Evaluates every line's key and cost into ctx->checks. */
@@ -334,7 +344,7 @@ ngx_http_throttle_prepare_all(ngx_http_request_t      *r,
         rc = ngx_http_throttle_prepare(r, &limits[i], &ctx->checks[i]);
 
         if (rc == NGX_DECLINED) {
-            ctx->checks[i].zone = NULL; /* an empty key is not limited */
+            ctx->checks[i].lookup.zone = NULL; /* an empty key is not limited */
             continue;
         }
 

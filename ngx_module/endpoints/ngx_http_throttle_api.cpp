@@ -27,6 +27,7 @@
  */
 
 #include "ngx_http_throttle_api.h"
+#include "ngx_http_throttle_params.h"
 
 #include <new>
 

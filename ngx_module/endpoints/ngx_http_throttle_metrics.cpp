@@ -18,7 +18,8 @@
  * ngx_http_throttle_metrics_sections.
  */
 
-#include "ngx_http_throttle_module.h"
+#include "ngx_http_throttle_endpoints.h"
+#include "ngx_http_throttle_request.h"
 #include "ngx_http_throttle_prometheus.h"
 
 #include <algorithm>

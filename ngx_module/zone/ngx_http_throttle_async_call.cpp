@@ -7,13 +7,23 @@
  * a sync.
  */
 
-#include "ngx_http_throttle_async.h"
-#include "ngx_http_throttle_metrics.h"
+#include "ngx_http_throttle_async_round.h"
+#include "ngx_http_throttle_zone_metrics.h"
 
 #include "throttle/redis.hpp"
 #include "throttle/sync_schedule.hpp"
 
 #include <hiredis/hiredis.h>
+
+/* Under the zone's lock: a round key's node, if the zone still holds it. */
+static ngx_http_throttle_node_t *
+ngx_http_throttle_async_node(ngx_http_throttle_zone_t            *zone,
+                             const ngx_http_throttle_async_key_t *k) noexcept
+{
+    return ngx_http_throttle_find_node(
+        zone, k->data, k->len, k->hashed,
+        ngx_http_throttle_key_hash(k->data, k->len));
+}
 
 /* Under the zone's lock: Redis's answer replaces the view of each key, plus
  * what this node charged since the batch left. */
@@ -30,9 +40,7 @@ ngx_http_throttle_async_apply(ngx_http_throttle_async_round_t *round,
 
     for (i = 0; i < n; i++) {
         k = &round->keys[first + i];
-        tn = ngx_http_throttle_find_node(
-            zone, k->data, k->len, k->hashed,
-            ngx_http_throttle_key_hash(k->data, k->len));
+        tn = ngx_http_throttle_async_node(zone, k);
 
         if (tn == NULL) {
             continue; /* evicted meanwhile; Redis has its units */
@@ -62,9 +70,7 @@ ngx_http_throttle_async_keep(ngx_http_throttle_async_round_t *round,
 
     for (i = 0; i < n; i++) {
         k = &round->keys[first + i];
-        tn = ngx_http_throttle_find_node(
-            zone, k->data, k->len, k->hashed,
-            ngx_http_throttle_key_hash(k->data, k->len));
+        tn = ngx_http_throttle_async_node(zone, k);
 
         if (tn == NULL) {
             lost = kept ? zone->policy.pending_total(k->units) : 0;
@@ -127,6 +133,26 @@ ngx_http_throttle_async_report(ngx_http_throttle_zone_t *zone, const char *err,
                       "evicted meanwhile",
                       &zone->name, failing, dropped);
     }
+}
+
+/* Every call of the round is done: the claim ends. */
+void
+ngx_http_throttle_async_finish(ngx_http_throttle_async_round_t *round) noexcept
+{
+    ngx_http_throttle_zone_t *zone = round->zone;
+
+    ngx_shmtx_lock(&zone->shpool->mutex);
+
+    if (zone->sh->syncer == ngx_pid) {
+        zone->sh->syncer = 0;
+    }
+
+    ngx_http_throttle_metrics_synced(zone, !round->failed, round->took_all,
+                                     round->sent_at);
+
+    ngx_shmtx_unlock(&zone->shpool->mutex);
+
+    ngx_free(round);
 }
 
 /* A sync call's reply, or its failure (see ngx_http_throttle_redis_done_pt). */

@@ -5,10 +5,10 @@
  * (the script calls that carry a round to Redis, and their replies).
  */
 
-#ifndef NGX_HTTP_THROTTLE_ASYNC_H
-#define NGX_HTTP_THROTTLE_ASYNC_H
+#ifndef NGX_HTTP_THROTTLE_ASYNC_ROUND_H
+#define NGX_HTTP_THROTTLE_ASYNC_ROUND_H
 
-#include "ngx_http_throttle_module.h"
+#include "ngx_http_throttle_zone.h"
 
 /* Keys per script call (one slot, one Lua run), and per round. */
 #define NGX_HTTP_THROTTLE_ASYNC_BATCH 500
@@ -43,16 +43,22 @@ typedef struct {
 } ngx_http_throttle_async_call_t;
 
 /* ngx_http_throttle_async_call.cpp: sends keys [first, first + n) of the
- * round as one script call; its reply updates the zone. */
+ * round as one script call; its reply updates the zone. The round's
+ * schedule (ngx_http_throttle_async.cpp) uses these; they use nothing of
+ * it. */
 void ngx_http_throttle_async_send(ngx_http_throttle_async_round_t *round,
                                   ngx_uint_t first, ngx_uint_t n) noexcept;
 
-/* ngx_http_throttle_async.cpp: whether this worker is shutting down
- * (gracefully), and sending its last units. */
-bool ngx_http_throttle_async_exiting() noexcept;
+/* Whether this worker is shutting down (gracefully), and sending its last
+ * units. */
+static inline bool
+ngx_http_throttle_async_exiting() noexcept
+{
+    return ngx_exiting || ngx_quit;
+}
 
-/* ngx_http_throttle_async.cpp: every call of the round is done. */
+/* ngx_http_throttle_async_call.cpp: every call of the round is done. */
 void
 ngx_http_throttle_async_finish(ngx_http_throttle_async_round_t *round) noexcept;
 
-#endif /* NGX_HTTP_THROTTLE_ASYNC_H */
+#endif /* NGX_HTTP_THROTTLE_ASYNC_ROUND_H */

@@ -18,8 +18,8 @@
  * or a quit no worker of this nginx would ever send them.
  */
 
-#include "ngx_http_throttle_async.h"
-#include "ngx_http_throttle_metrics.h"
+#include "ngx_http_throttle_async_round.h"
+#include "ngx_http_throttle_zone_metrics.h"
 
 #include "throttle/redis.hpp"
 #include "throttle/sync_schedule.hpp"
@@ -36,37 +36,12 @@ ngx_http_throttle_async_tick_ms(ngx_http_throttle_zone_t *zone) noexcept
     return (ngx_msec_t) throttle::sync_tick_ms(zone->policy.sync_interval_us);
 }
 
-bool
-ngx_http_throttle_async_exiting() noexcept
-{
-    return ngx_exiting || ngx_quit;
-}
-
 static void
 ngx_http_throttle_async_schedule(ngx_http_throttle_zone_t *zone) noexcept
 {
     if (!ngx_http_throttle_async_exiting() && !ngx_terminate) {
         ngx_add_timer(zone->sync_timer, ngx_http_throttle_async_tick_ms(zone));
     }
-}
-
-void
-ngx_http_throttle_async_finish(ngx_http_throttle_async_round_t *round) noexcept
-{
-    ngx_http_throttle_zone_t *zone = round->zone;
-
-    ngx_shmtx_lock(&zone->shpool->mutex);
-
-    if (zone->sh->syncer == ngx_pid) {
-        zone->sh->syncer = 0;
-    }
-
-    ngx_http_throttle_metrics_synced(zone, !round->failed, round->took_all,
-                                     round->sent_at);
-
-    ngx_shmtx_unlock(&zone->shpool->mutex);
-
-    ngx_free(round);
 }
 
 /* Under the zone's lock: how many keys are due a sync (at most
