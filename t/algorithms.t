@@ -2,7 +2,7 @@
 # The window algorithms of local zones (algorithm=fixed_window,
 # sliding_window, sliding_log): the boundary burst that tells them apart,
 # exact headers, cost, several zones, dry run, variables, memory, reload,
-# empty keys. Semantics: /work/spec/windows-spec.md.
+# empty keys. Semantics: docs/algorithms.md.
 #
 # Windows are the rate's unit aligned on the wall clock (UTC). Blocks whose
 # expected values depend on where "now" falls in a window compute them from
@@ -13,6 +13,7 @@
 # a timing (a phase of the second, a pause) retry with a fresh key when the
 # machine was too slow to keep it, rather than relax what they check.
 
+use SlidingWindow;
 use ThrottleTest;
 
 package ThrottleTest::Step;
@@ -69,54 +70,6 @@ sub between {
     my $want = $lo == $hi ? $lo : "$lo..$hi";
     ok($ok, "$label: " . ($got // 'undef') . " (expected $want)");
     return $ok;
-}
-
-# The spec's sliding_window, in the same doubles: a decision for the state
-# [w, p, c] at $now (us); returns { limited, remaining, reset, retry,
-# state }.
-sub sw_decide {
-    my ($st, $now, $w, $l, $cost) = @_;
-    my $start = $now - $now % $w;
-    my ($prev, $cur) = (0, 0);
-    if ($st->[0] == $start) {
-        ($prev, $cur) = ($st->[1], $st->[2]);
-    } elsif ($st->[0] == $start - $w) {
-        $prev = $st->[2];
-    }
-    my $el = $now - $start;
-    my $weighted = sub { my ($e, $p, $c) = @_; (($p * ($w - $e)) / $w) + $c };
-    my $fits = sub { $weighted->(@_) + $cost <= $l };
-    my $wnow = $weighted->($el, $prev, $cur);
-    my %d = (limited => 0, retry => -1, state => [@$st]);
-    if ($wnow + $cost <= $l) {
-        my $left = $l - ($wnow + $cost);
-        $d{remaining} = $left > 0 ? floor($left) : 0;
-        $cur += $cost;
-        $d{state} = [$start, $prev, $cur];
-    } else {
-        my $left = $l - $wnow;
-        $d{limited} = 1;
-        $d{remaining} = $left > 0 ? floor($left) : 0;
-        my $found;
-        if ($prev > 0 && $cur + $cost <= $l) {
-            my $e = POSIX::ceil($w - ((($l - $cur - $cost) * $w) / $prev));
-            $e = $el if $e < $el;
-            $e++ while $e < $w && !$fits->($e, $prev, $cur);
-            if ($e < $w) {
-                $d{retry} = $start + $e - $now;
-                $found = 1;
-            }
-        }
-        unless ($found) {
-            my $e = $cur > 0 ? POSIX::ceil($w - ((($l - $cost) * $w) / $cur)) : 0;
-            $e = 0 if $e < 0;
-            $e++ until $fits->($e, $cur, 0);
-            $d{retry} = $start + $w + $e - $now;
-        }
-    }
-    $d{reset} = $cur > 0 ? $start + 2 * $w - $now
-              : $prev > 0 ? $start + $w - $now : 0;
-    return \%d;
 }
 
 # fixed_window: 5 requests at .70-.80 of a second and 5 more at .03-.10 of
@@ -553,8 +506,8 @@ perl {
             my $rejected = 0;
             for my $i (1 .. ($phase == 1 ? 6 : 12)) {
                 my ($res, $t0, $t1) = timed('/a.txt', $key);
-                my $m0 = sw_decide($st, $t0, 1_000_000, 10, 1);
-                my $m1 = sw_decide($st, $t1, 1_000_000, 10, 1);
+                my $m0 = SlidingWindow::decide($st, $t0, 1_000_000, 10, 1);
+                my $m1 = SlidingWindow::decide($st, $t1, 1_000_000, 10, 1);
                 if (int($t0 / 1e6) != int($t1 / 1e6) || $m0->{limited} != $m1->{limited}) {
                     # a window or threshold crossed during the request:
                     # the model cannot say which side the module saw
