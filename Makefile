@@ -149,10 +149,10 @@ test: deps
 demo:
 	@scripts/deps.sh $(DEMO_DEPS)
 	@$(MAKE) --no-print-directory build
-	@NGINX_BIN=$(NGINX_BIN) MODULE=$(MODULE) scripts/demo.sh start
+	@NGINX_BIN=$(NGINX_BIN) MODULE=$(MODULE) scripts/demo/run.sh start
 
 demo-stop:
-	@NGINX_BIN=$(NGINX_BIN) MODULE=$(MODULE) scripts/demo.sh stop
+	@NGINX_BIN=$(NGINX_BIN) MODULE=$(MODULE) scripts/demo/run.sh stop
 
 # The rows whose Redis works hardest run twice: on CPUs shared with Redis,
 # where Redis's own work is paid out of nginx's throughput (async with
@@ -177,26 +177,26 @@ bench:
 	@$(MAKE) --no-print-directory BUILD=$(NO_COUNTERS_BUILD) \
 	    CORE_BUILD=$(CORE_BUILD) COUNTERS=0 $(NO_COUNTERS_MODULE)
 	@NGINX_BIN=$(NGINX_BIN) MODULE=$(MODULE) \
-	    NO_COUNTERS_MODULE=$(NO_COUNTERS_MODULE) bench/run.sh
+	    NO_COUNTERS_MODULE=$(NO_COUNTERS_MODULE) scripts/bench/run.sh
 	@echo
 	@echo "bench: the rows whose Redis works hardest again, with Redis on a CPU of its own"
 	@NGINX_BIN=$(NGINX_BIN) MODULE=$(MODULE) BENCH_LAYOUT=redis-apart \
-	    BENCH_DENSITY= BENCH_CONFIGS="$(REDIS_APART)" bench/run.sh
+	    BENCH_DENSITY= BENCH_CONFIGS="$(REDIS_APART)" scripts/bench/run.sh
 
 accuracy:
 	@scripts/deps.sh $(ACCURACY_DEPS)
 	@$(MAKE) --no-print-directory build
-	@NGINX_BIN=$(NGINX_BIN) MODULE=$(MODULE) scripts/accuracy.sh
+	@NGINX_BIN=$(NGINX_BIN) MODULE=$(MODULE) scripts/accuracy/run.sh
 
 chaos:
 	@scripts/deps.sh $(CHAOS_DEPS)
 	@$(MAKE) --no-print-directory build
-	@NGINX_BIN=$(NGINX_BIN) MODULE=$(MODULE) scripts/chaos.sh
+	@NGINX_BIN=$(NGINX_BIN) MODULE=$(MODULE) scripts/chaos/run.sh
 
 soak:
 	@scripts/deps.sh $(SOAK_DEPS)
 	@$(MAKE) --no-print-directory build
-	@NGINX_BIN=$(NGINX_BIN) MODULE=$(MODULE) scripts/soak.sh
+	@NGINX_BIN=$(NGINX_BIN) MODULE=$(MODULE) scripts/soak/run.sh
 
 # The sanitized build has a directory of its own: make test's is untouched.
 # sanitize-build is its part run with SANITIZE=1; scripts/sanitize.sh says
@@ -231,10 +231,10 @@ fuzz:
 delay-figure:
 	@scripts/deps.sh $(DELAY_FIGURE_DEPS)
 	@$(MAKE) --no-print-directory build
-	@NGINX_BIN=$(NGINX_BIN) MODULE=$(MODULE) scripts/delay_figure.sh
+	@NGINX_BIN=$(NGINX_BIN) MODULE=$(MODULE) scripts/delay/run.sh
 
-# The Debian package (docs/packaging.md), built by scripts/deb.sh from a
-# copy of these files; its version is debian/changelog's.
+# The Debian package (docs/packaging.md), built by scripts/deb/build.sh from
+# a copy of these files; its version is debian/changelog's.
 PACKAGE_FILES := CMakeLists.txt config cmake src ngx_module conf README.md \
                  LICENSE docs debian
 DEB_NAME    := libnginx-mod-http-throttle
@@ -246,12 +246,12 @@ deb:
 	@$(MAKE) --no-print-directory $(DEB)
 
 $(DEB): $(shell find $(PACKAGE_FILES) -type f)
-	@BUILD=$(BUILD) scripts/deb.sh $(PACKAGE_FILES)
+	@BUILD=$(BUILD) scripts/deb/build.sh $(PACKAGE_FILES)
 
 test-deb:
 	@scripts/deps.sh $(TEST_DEB_DEPS)
 	@$(MAKE) --no-print-directory $(DEB)
-	@DEB=$(DEB) MAKE="$(MAKE)" scripts/test_deb.sh
+	@DEB=$(DEB) MAKE="$(MAKE)" scripts/deb/test.sh
 
 # Where the package puts the module, its load file, and the link that
 # Debian's nginx.conf loads it by (include modules-enabled/*.conf).

@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: BSD-2-Clause
-# Shell helpers shared by bench/run.sh, scripts/accuracy.sh,
-# scripts/chaos.sh and scripts/soak.sh: loopback ports, and starting,
-# watching and stopping the nginx and redis-server those scripts run. Needs
-# $PYTHON, die and rcli (redis-cli on $REDIS_PORT) from the caller;
-# start_redis sets $REDIS_PID, which stop_redis stops.
+# Shell helpers shared by scripts/bench/run.sh, scripts/accuracy/run.sh,
+# scripts/chaos/run.sh and scripts/soak/run.sh: loopback ports, and
+# starting, watching and stopping the nginx and redis-server those scripts
+# run. Needs $PYTHON, die and rcli (redis-cli on $REDIS_PORT) from the
+# caller; start_redis sets $REDIS_PID, which stop_redis stops.
 
 # The commit the module under test was built from, for the reports: with
 # "-dirty" if files differ from it, other than the docs these scripts write.

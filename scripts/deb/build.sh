@@ -7,10 +7,10 @@
 # checks them (an error fails), and the binary package is copied to
 # $BUILD/. docs/packaging.md says what the package holds.
 #
-#   scripts/deb.sh FILE...
+#   scripts/deb/build.sh FILE...
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${BUILD:-$ROOT/build}
 WORK=$BUILD/deb
 

@@ -24,7 +24,7 @@
 set -eEuo pipefail
 trap 'echo "test-deb: failed at line $LINENO: $BASH_COMMAND" >&2' ERR
 
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 DEB=${DEB:?the package to test}
 MAKE=${MAKE:-make}
 NGINX_BIN=/usr/sbin/nginx

@@ -18,7 +18,7 @@
 # delay.png, nginx/ (prefix, logs).
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 HERE=$ROOT/scripts/delay
 NGINX_BIN=${NGINX_BIN:-/usr/sbin/nginx}
 MODULE=${MODULE:-$ROOT/build/ngx_http_throttle_module.so}
@@ -29,7 +29,7 @@ PREFIX=$OUT/nginx
 
 die() { echo "delay-figure: $*" >&2; exit 1; }
 
-# shellcheck source=lib/processes.sh
+# shellcheck source=../lib/processes.sh
 . "$ROOT/scripts/lib/processes.sh"
 
 check_nginx_and_module

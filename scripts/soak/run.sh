@@ -27,7 +27,7 @@
 # (prefix, error log), redis/ (log).
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 HERE=$ROOT/scripts/soak
 NGINX_BIN=${NGINX_BIN:-/usr/sbin/nginx}
 MODULE=${MODULE:-$ROOT/build/ngx_http_throttle_module.so}

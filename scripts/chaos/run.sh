@@ -45,7 +45,7 @@
 # the Sentinel setup's files and logs), results.md (the table).
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 HERE=$ROOT/scripts/chaos
 NGINX_BIN=${NGINX_BIN:-/usr/sbin/nginx}
 MODULE=${MODULE:-$ROOT/build/ngx_http_throttle_module.so}

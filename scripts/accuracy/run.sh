@@ -35,7 +35,7 @@
 # which run they come from) and accuracy.png (the plot), for the docs.
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 HERE=$ROOT/scripts/accuracy
 NGINX_BIN=${NGINX_BIN:-/usr/sbin/nginx}
 MODULE=${MODULE:-$ROOT/build/ngx_http_throttle_module.so}
