@@ -19,8 +19,8 @@
 #                the soak section of docs/reliability.md and docs/soak.png
 #   make sanitize  every test again, on a core and module built with
 #                AddressSanitizer and UBSan; fails on their reports
-#   make fuzz    the libFuzzer targets of t/fuzz/, FUZZ_SECONDS (60) each,
-#                FUZZ_JOBS (1) at a time
+#   make fuzz    the libFuzzer targets of scripts/fuzz/, FUZZ_SECONDS (60)
+#                each, FUZZ_JOBS (1) at a time
 #   make delay-figure  a burst through delay= and limit_req's delay= side
 #                by side; writes docs/delay.png
 #   make deb     the Debian package libnginx-mod-http-throttle, into build/
@@ -226,7 +226,7 @@ fuzz:
 	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_CXX_COMPILER=clang++ \
 	    -DTHROTTLE_TESTS=OFF -DTHROTTLE_FUZZ=ON >/dev/null
 	cmake --build $(FUZZ_BUILD) -j $(JOBS)
-	@FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_JOBS=$(FUZZ_JOBS) scripts/fuzz.sh $(FUZZ_BUILD)
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_JOBS=$(FUZZ_JOBS) scripts/fuzz/run.sh $(FUZZ_BUILD)
 
 delay-figure:
 	@scripts/deps.sh $(DELAY_FIGURE_DEPS)
@@ -283,8 +283,8 @@ uninstall:
 
 format:
 	clang-format -i src/throttle/*.[ch]pp ngx_module/*.cpp ngx_module/*/*.cpp ngx_module/*/*.h \
-	    t/unit/*.cpp t/unit/*.hpp t/fuzz/*.cpp t/fuzz/*.hpp t/sanitize/*.c \
-	    t/sanitize/probe/*.c
+	    t/unit/*.cpp t/unit/*.hpp scripts/fuzz/*.cpp scripts/fuzz/*.hpp \
+	    t/sanitize/*.c t/sanitize/probe/*.c
 
 clean:
 	rm -rf $(BUILD)
