@@ -66,11 +66,11 @@ NGX_CC_OPT  := -g -O2
 NGX_ADDONS  := --add-dynamic-module=$(CURDIR)
 ifdef SANITIZE
 CMAKE_OPTS  := -DTHROTTLE_SANITIZE=ON
-PROBE_CONF  := t/sanitize/probe/config
-PROBE_SRCS  := $(wildcard t/sanitize/probe/*.c)
+PROBE_CONF  := scripts/sanitize/probe/config
+PROBE_SRCS  := $(wildcard scripts/sanitize/probe/*.c)
 NGX_CC_OPT  += $(SANITIZE_FLAGS)
 NGX_LD_OPT  := --with-ld-opt="$(SANITIZE_FLAGS)"
-NGX_ADDONS  += --add-dynamic-module=$(CURDIR)/t/sanitize/probe
+NGX_ADDONS  += --add-dynamic-module=$(CURDIR)/scripts/sanitize/probe
 endif
 
 # COUNTERS=0 (set by make bench, with BUILD=build/no-counters) compiles the
@@ -199,20 +199,20 @@ soak:
 	@NGINX_BIN=$(NGINX_BIN) MODULE=$(MODULE) scripts/soak/run.sh
 
 # The sanitized build has a directory of its own: make test's is untouched.
-# sanitize-build is its part run with SANITIZE=1; scripts/sanitize.sh says
-# how the tests run and what fails them.
+# sanitize-build is its part run with SANITIZE=1; scripts/sanitize/run.sh
+# says how the tests run and what fails them.
 SANITIZE_BUILD := $(BUILD)/sanitize
 
 sanitize:
 	@scripts/deps.sh $(SANITIZE_DEPS)
 	@$(MAKE) --no-print-directory BUILD=$(SANITIZE_BUILD) SANITIZE=1 \
 	    sanitize-build
-	@BUILD=$(SANITIZE_BUILD) NGINX_BIN=$(NGINX_BIN) scripts/sanitize.sh
+	@BUILD=$(SANITIZE_BUILD) NGINX_BIN=$(NGINX_BIN) scripts/sanitize/run.sh
 
 sanitize-build: $(MODULE) $(BUILD)/sanitize_preload.so
 	cmake --build $(CORE_BUILD) -j $(JOBS)
 
-$(BUILD)/sanitize_preload.so: t/sanitize/preload.c
+$(BUILD)/sanitize_preload.so: scripts/sanitize/preload.c
 	$(CC) -shared -fPIC -O2 -Wall -Wextra -Werror -o $@ $< -ldl
 
 # The core and the fuzz targets built by clang with libFuzzer, ASan and
@@ -284,7 +284,7 @@ uninstall:
 format:
 	clang-format -i src/throttle/*.[ch]pp ngx_module/*.cpp ngx_module/*/*.cpp ngx_module/*/*.h \
 	    t/unit/*.cpp t/unit/*.hpp scripts/fuzz/*.cpp scripts/fuzz/*.hpp \
-	    t/sanitize/*.c t/sanitize/probe/*.c
+	    scripts/sanitize/*.c scripts/sanitize/probe/*.c
 
 clean:
 	rm -rf $(BUILD)
