@@ -28,6 +28,11 @@
 #                into this machine's nginx, checks it, removes it
 #   make install / uninstall  the module built from source, where the
 #                package puts it (DESTDIR= for a staging tree)
+#
+# Each tool is a folder of scripts/: its entry script (run.sh; build.sh
+# and test.sh for deb and test-deb), its templates and its report. What
+# several tools share (deps.sh, which installs what a target needs, and
+# the helpers the scripts source or import) is in scripts/lib/.
 
 SHELL       := /bin/bash
 NGINX_SRC   ?= /usr/share/nginx/src
@@ -87,7 +92,7 @@ endif
 all: build
 
 deps:
-	@scripts/deps.sh $(TEST_DEPS)
+	@scripts/lib/deps.sh $(TEST_DEPS)
 
 core: $(CORE_BUILD)/libthrottle_core.a
 
@@ -128,7 +133,7 @@ $(MODULE): $(CORE_BUILD)/libthrottle_core.a $(NGINX_BUILD)/objs/Makefile \
 	mv -f $@.tmp $@
 
 build:
-	@scripts/deps.sh $(BUILD_DEPS)
+	@scripts/lib/deps.sh $(BUILD_DEPS)
 	@$(MAKE) --no-print-directory $(MODULE)
 
 unit: $(CORE_BUILD)/CMakeCache.txt
@@ -147,7 +152,7 @@ test: deps
 	 else echo "test: test-deb skipped (it installs a package: run as root)"; fi
 
 demo:
-	@scripts/deps.sh $(DEMO_DEPS)
+	@scripts/lib/deps.sh $(DEMO_DEPS)
 	@$(MAKE) --no-print-directory build
 	@NGINX_BIN=$(NGINX_BIN) MODULE=$(MODULE) scripts/demo/run.sh start
 
@@ -172,7 +177,7 @@ NO_COUNTERS_BUILD  := $(BUILD)/no-counters
 NO_COUNTERS_MODULE := $(NO_COUNTERS_BUILD)/ngx_http_throttle_module.so
 
 bench:
-	@scripts/deps.sh $(BENCH_DEPS)
+	@scripts/lib/deps.sh $(BENCH_DEPS)
 	@$(MAKE) --no-print-directory build
 	@$(MAKE) --no-print-directory BUILD=$(NO_COUNTERS_BUILD) \
 	    CORE_BUILD=$(CORE_BUILD) COUNTERS=0 $(NO_COUNTERS_MODULE)
@@ -184,17 +189,17 @@ bench:
 	    BENCH_DENSITY= BENCH_CONFIGS="$(REDIS_APART)" scripts/bench/run.sh
 
 accuracy:
-	@scripts/deps.sh $(ACCURACY_DEPS)
+	@scripts/lib/deps.sh $(ACCURACY_DEPS)
 	@$(MAKE) --no-print-directory build
 	@NGINX_BIN=$(NGINX_BIN) MODULE=$(MODULE) scripts/accuracy/run.sh
 
 chaos:
-	@scripts/deps.sh $(CHAOS_DEPS)
+	@scripts/lib/deps.sh $(CHAOS_DEPS)
 	@$(MAKE) --no-print-directory build
 	@NGINX_BIN=$(NGINX_BIN) MODULE=$(MODULE) scripts/chaos/run.sh
 
 soak:
-	@scripts/deps.sh $(SOAK_DEPS)
+	@scripts/lib/deps.sh $(SOAK_DEPS)
 	@$(MAKE) --no-print-directory build
 	@NGINX_BIN=$(NGINX_BIN) MODULE=$(MODULE) scripts/soak/run.sh
 
@@ -204,7 +209,7 @@ soak:
 SANITIZE_BUILD := $(BUILD)/sanitize
 
 sanitize:
-	@scripts/deps.sh $(SANITIZE_DEPS)
+	@scripts/lib/deps.sh $(SANITIZE_DEPS)
 	@$(MAKE) --no-print-directory BUILD=$(SANITIZE_BUILD) SANITIZE=1 \
 	    sanitize-build
 	@BUILD=$(SANITIZE_BUILD) NGINX_BIN=$(NGINX_BIN) scripts/sanitize/run.sh
@@ -222,14 +227,14 @@ FUZZ_SECONDS ?= 60
 FUZZ_JOBS    ?= 1
 
 fuzz:
-	@scripts/deps.sh $(FUZZ_DEPS)
+	@scripts/lib/deps.sh $(FUZZ_DEPS)
 	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_CXX_COMPILER=clang++ \
 	    -DTHROTTLE_TESTS=OFF -DTHROTTLE_FUZZ=ON >/dev/null
 	cmake --build $(FUZZ_BUILD) -j $(JOBS)
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_JOBS=$(FUZZ_JOBS) scripts/fuzz/run.sh $(FUZZ_BUILD)
 
 delay-figure:
-	@scripts/deps.sh $(DELAY_FIGURE_DEPS)
+	@scripts/lib/deps.sh $(DELAY_FIGURE_DEPS)
 	@$(MAKE) --no-print-directory build
 	@NGINX_BIN=$(NGINX_BIN) MODULE=$(MODULE) scripts/delay/run.sh
 
@@ -242,14 +247,14 @@ DEB_VERSION := $(shell sed -n '1s/^[^(]*(\([^)]*\)).*/\1/p' debian/changelog)
 DEB         := $(BUILD)/$(DEB_NAME)_$(DEB_VERSION)_$(shell dpkg --print-architecture).deb
 
 deb:
-	@scripts/deps.sh $(DEB_DEPS)
+	@scripts/lib/deps.sh $(DEB_DEPS)
 	@$(MAKE) --no-print-directory $(DEB)
 
 $(DEB): $(shell find $(PACKAGE_FILES) -type f)
 	@BUILD=$(BUILD) scripts/deb/build.sh $(PACKAGE_FILES)
 
 test-deb:
-	@scripts/deps.sh $(TEST_DEB_DEPS)
+	@scripts/lib/deps.sh $(TEST_DEB_DEPS)
 	@$(MAKE) --no-print-directory $(DEB)
 	@DEB=$(DEB) MAKE="$(MAKE)" scripts/deb/test.sh
 

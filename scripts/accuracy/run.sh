@@ -80,7 +80,8 @@ if [ "$REDIS_SERVER" = redis-server ]; then command -v redis-server >/dev/null |
 if [ "$REDIS_CLI" = redis-cli ]; then command -v redis-cli >/dev/null || pkgs+=(redis-tools); fi
 command -v curl >/dev/null || pkgs+=(curl)
 if [ ${#pkgs[@]} -gt 0 ]; then
-    "$ROOT/scripts/deps.sh" "${pkgs[@]}" || die "could not install: ${pkgs[*]}"
+    "$ROOT/scripts/lib/deps.sh" "${pkgs[@]}" \
+        || die "could not install: ${pkgs[*]}"
 fi
 for tool in gnuplot "$PYTHON" "$REDIS_SERVER" "$REDIS_CLI" curl; do
     command -v "$tool" >/dev/null || die "$tool is not installed"

@@ -68,7 +68,7 @@
 #                          a redis-server of its own is started on a free
 #                          loopback port (--save '' --appendonly no) and
 #                          stopped at exit; if the default one is missing,
-#                          it is installed with scripts/deps.sh; the
+#                          it is installed with scripts/lib/deps.sh; the
 #                          cluster_* rows start 3 more, with
 #                          --cluster-enabled yes, joined by redis-cli
 #                          --cluster create --cluster-replicas 0
@@ -156,8 +156,8 @@ if ! command -v "$REDIS_SERVER" >/dev/null \
         || ! command -v "$REDIS_CLI" >/dev/null; then
     if [ "$REDIS_SERVER" = redis-server ] && [ "$REDIS_CLI" = redis-cli ]; then
         echo "bench: redis-server is not installed; the strict rows need" \
-             "it: installing it (scripts/deps.sh redis-server redis-tools)"
-        "$ROOT/scripts/deps.sh" redis-server redis-tools \
+             "it: installing it (scripts/lib/deps.sh redis-server redis-tools)"
+        "$ROOT/scripts/lib/deps.sh" redis-server redis-tools \
             || die "could not install redis-server; install it with:" \
                    "apt-get install redis-server"
     fi
@@ -191,7 +191,7 @@ done
 # free_port, stop_nginx, stop_redis (and REDIS_PID)
 . "$ROOT/scripts/lib/processes.sh"
 # start_redis_cluster, cluster_seeds, stop_redis_cluster (and CLUSTER_PORTS)
-. "$ROOT/scripts/lib/redis_cluster.sh"
+. "$BENCH/redis_cluster.sh"
 
 cleanup() {
     local f
