@@ -166,9 +166,11 @@ if ! command -v "$REDIS_SERVER" >/dev/null \
     command -v "$REDIS_CLI" >/dev/null \
         || die "$REDIS_CLI is not installed (apt-get install redis-tools)"
 fi
-[ -x "$NGINX_BIN" ] || die "no nginx binary at $NGINX_BIN"
-[ -f "$MODULE" ] || die "no module at $MODULE (run: make build)"
-case $MODULE in /*) ;; *) MODULE=$(cd "$(dirname "$MODULE")" && pwd)/$(basename "$MODULE") ;; esac
+# check_nginx_and_module, free_port, wait_http, rcli, redis_version,
+# start_redis, stop_redis (and REDIS_PID), stop_nginx, stop_child,
+# source_commit
+. "$ROOT/scripts/lib/processes.sh"
+check_nginx_and_module
 # the second nginx runs only for the row that measures it
 NO_COUNTERS=
 if [[ " ${CONFIGS[*]} " == *" throttle_pass_no_counters "* ]]; then
@@ -188,8 +190,6 @@ done
 [[ $HOT_KEYS =~ ^[1-9][0-9]*$ ]] || die "BENCH_HOT_KEYS must be a positive integer"
 [[ $DISTINCT_KEYS =~ ^[1-9][0-9]*$ ]] || die "BENCH_DISTINCT_KEYS must be a positive integer"
 
-# free_port, stop_nginx, stop_redis (and REDIS_PID)
-. "$ROOT/scripts/lib/processes.sh"
 # start_redis_cluster, cluster_seeds, stop_redis_cluster (and CLUSTER_PORTS)
 . "$BENCH/redis_cluster.sh"
 
@@ -222,12 +222,8 @@ chmod 755 "$OUT"
 
 # Its port is taken before nginx's, so the two cannot collide.
 REDIS_PORT=$(free_port)
-rcli() {
-    "$REDIS_CLI" -h 127.0.0.1 -p "$REDIS_PORT" "$@"
-}
 start_redis
-REDIS_VERSION=$(rcli INFO server | tr -d '\r' \
-    | awk -F: '$1 == "redis_version" { print $2 }')
+REDIS_VERSION=$(redis_version)
 # and the cluster of the cluster_* rows (also before nginx's port)
 CLUSTER_MASTERS=3
 start_redis_cluster "$CLUSTER_MASTERS" "$REDIS_DIR/cluster"

@@ -80,7 +80,7 @@ trap - EXIT
 echo "delay-figure: when each request left (ms), throttle and limit_req:"
 column -t "$OUT/timeline.dat" | sed 's/^/  /'
 
-gnuplot -e "datafile='$OUT/timeline.dat'; outfile='$OUT/delay.png'; plottitle='delay=3, rate=10r/s, burst=9: 14 requests at once, 6 more 1.2 s later (nginx $("$NGINX_BIN" -v 2>&1 | sed 's/^nginx version: nginx\///'))'" \
+gnuplot -e "datafile='$OUT/timeline.dat'; outfile='$OUT/delay.png'; plottitle='delay=3, rate=10r/s, burst=9: 14 requests at once, 6 more 1.2 s later (nginx $(nginx_version))'" \
     "$HERE/plot.gp"
 if [ -n "$DOCS" ]; then
     cp "$OUT/delay.png" "$DOCS/delay.png"
