@@ -18,6 +18,11 @@ import json
 import os
 import re
 import statistics
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "lib"))
+from tables import md_table, text_table  # noqa: E402
 
 BASELINE = "none"
 ORDER = ["none", "limit_req", "throttle_pass", "throttle_pass_authorized",
@@ -242,21 +247,9 @@ def fmt_ratio(x):
 
 
 def table(headers, rows, aligns):
-    """Plain-text and Markdown renderings of the same table."""
-    widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows)]
-
-    def line(cells):
-        out = []
-        for c, w, a in zip(cells, widths, aligns):
-            out.append(str(c).rjust(w) if a == "r" else str(c).ljust(w))
-        return "  ".join(out).rstrip()
-
-    text = [line(headers), line(["-" * w for w in widths])]
-    text += [line(r) for r in rows]
-    md = ["| " + " | ".join(headers) + " |",
-          "|" + "|".join("---:" if a == "r" else ":---" for a in aligns) + "|"]
-    md += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
-    return "\n".join(text), "\n".join(md)
+    """Plain-text and Markdown renderings of the same table (aligns: "l"
+    or "r" per column)."""
+    return text_table(headers, rows, aligns), md_table(headers, rows, aligns)
 
 
 # A target is (sentence, ok): the sentence states the figure and ends with

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: BSD-2-Clause
-"""Tables for the reports of scripts/accuracy/run.sh, scripts/chaos/run.sh
-and scripts/soak/run.sh: the same rows as Markdown (for docs/) and as
+"""Tables for the reports of the bench, accuracy, chaos and soak runs
+(scripts/*/report.py): the same rows as Markdown (for docs/) and as
 aligned text (for the terminal). align holds "l" or "r" per column."""
 
 
