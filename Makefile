@@ -19,8 +19,8 @@
 #                the soak section of docs/reliability.md and docs/soak.png
 #   make sanitize  every test again, on a core and module built with
 #                AddressSanitizer and UBSan; fails on their reports
-#   make fuzz    the libFuzzer targets of t/fuzz/, FUZZ_SECONDS (60) each,
-#                FUZZ_JOBS (1) at a time
+#   make fuzz    the libFuzzer targets of scripts/fuzz/, FUZZ_SECONDS (60)
+#                each, FUZZ_JOBS (1) at a time
 #   make delay-figure  a burst through delay= and limit_req's delay= side
 #                by side; writes docs/delay.png
 #   make deb     the Debian package libnginx-mod-http-throttle, into build/
@@ -28,6 +28,11 @@
 #                into this machine's nginx, checks it, removes it
 #   make install / uninstall  the module built from source, where the
 #                package puts it (DESTDIR= for a staging tree)
+#
+# Each tool is a folder of scripts/: its entry script (run.sh; build.sh
+# and test.sh for deb and test-deb), its templates and its report. What
+# several tools share (deps.sh, which installs what a target needs, and
+# the helpers the scripts source or import) is in scripts/lib/.
 
 SHELL       := /bin/bash
 NGINX_SRC   ?= /usr/share/nginx/src
@@ -66,11 +71,11 @@ NGX_CC_OPT  := -g -O2
 NGX_ADDONS  := --add-dynamic-module=$(CURDIR)
 ifdef SANITIZE
 CMAKE_OPTS  := -DTHROTTLE_SANITIZE=ON
-PROBE_CONF  := t/sanitize/probe/config
-PROBE_SRCS  := $(wildcard t/sanitize/probe/*.c)
+PROBE_CONF  := scripts/sanitize/probe/config
+PROBE_SRCS  := $(wildcard scripts/sanitize/probe/*.c)
 NGX_CC_OPT  += $(SANITIZE_FLAGS)
 NGX_LD_OPT  := --with-ld-opt="$(SANITIZE_FLAGS)"
-NGX_ADDONS  += --add-dynamic-module=$(CURDIR)/t/sanitize/probe
+NGX_ADDONS  += --add-dynamic-module=$(CURDIR)/scripts/sanitize/probe
 endif
 
 # COUNTERS=0 (set by make bench, with BUILD=build/no-counters) compiles the
@@ -87,7 +92,7 @@ endif
 all: build
 
 deps:
-	@scripts/deps.sh $(TEST_DEPS)
+	@scripts/lib/deps.sh $(TEST_DEPS)
 
 core: $(CORE_BUILD)/libthrottle_core.a
 
@@ -128,7 +133,7 @@ $(MODULE): $(CORE_BUILD)/libthrottle_core.a $(NGINX_BUILD)/objs/Makefile \
 	mv -f $@.tmp $@
 
 build:
-	@scripts/deps.sh $(BUILD_DEPS)
+	@scripts/lib/deps.sh $(BUILD_DEPS)
 	@$(MAKE) --no-print-directory $(MODULE)
 
 unit: $(CORE_BUILD)/CMakeCache.txt
@@ -147,12 +152,12 @@ test: deps
 	 else echo "test: test-deb skipped (it installs a package: run as root)"; fi
 
 demo:
-	@scripts/deps.sh $(DEMO_DEPS)
+	@scripts/lib/deps.sh $(DEMO_DEPS)
 	@$(MAKE) --no-print-directory build
-	@NGINX_BIN=$(NGINX_BIN) MODULE=$(MODULE) scripts/demo.sh start
+	@NGINX_BIN=$(NGINX_BIN) MODULE=$(MODULE) scripts/demo/run.sh start
 
 demo-stop:
-	@NGINX_BIN=$(NGINX_BIN) MODULE=$(MODULE) scripts/demo.sh stop
+	@NGINX_BIN=$(NGINX_BIN) MODULE=$(MODULE) scripts/demo/run.sh stop
 
 # The rows whose Redis works hardest run twice: on CPUs shared with Redis,
 # where Redis's own work is paid out of nginx's throughput (async with
@@ -172,47 +177,47 @@ NO_COUNTERS_BUILD  := $(BUILD)/no-counters
 NO_COUNTERS_MODULE := $(NO_COUNTERS_BUILD)/ngx_http_throttle_module.so
 
 bench:
-	@scripts/deps.sh $(BENCH_DEPS)
+	@scripts/lib/deps.sh $(BENCH_DEPS)
 	@$(MAKE) --no-print-directory build
 	@$(MAKE) --no-print-directory BUILD=$(NO_COUNTERS_BUILD) \
 	    CORE_BUILD=$(CORE_BUILD) COUNTERS=0 $(NO_COUNTERS_MODULE)
 	@NGINX_BIN=$(NGINX_BIN) MODULE=$(MODULE) \
-	    NO_COUNTERS_MODULE=$(NO_COUNTERS_MODULE) bench/run.sh
+	    NO_COUNTERS_MODULE=$(NO_COUNTERS_MODULE) scripts/bench/run.sh
 	@echo
 	@echo "bench: the rows whose Redis works hardest again, with Redis on a CPU of its own"
 	@NGINX_BIN=$(NGINX_BIN) MODULE=$(MODULE) BENCH_LAYOUT=redis-apart \
-	    BENCH_DENSITY= BENCH_CONFIGS="$(REDIS_APART)" bench/run.sh
+	    BENCH_DENSITY= BENCH_CONFIGS="$(REDIS_APART)" scripts/bench/run.sh
 
 accuracy:
-	@scripts/deps.sh $(ACCURACY_DEPS)
+	@scripts/lib/deps.sh $(ACCURACY_DEPS)
 	@$(MAKE) --no-print-directory build
-	@NGINX_BIN=$(NGINX_BIN) MODULE=$(MODULE) scripts/accuracy.sh
+	@NGINX_BIN=$(NGINX_BIN) MODULE=$(MODULE) scripts/accuracy/run.sh
 
 chaos:
-	@scripts/deps.sh $(CHAOS_DEPS)
+	@scripts/lib/deps.sh $(CHAOS_DEPS)
 	@$(MAKE) --no-print-directory build
-	@NGINX_BIN=$(NGINX_BIN) MODULE=$(MODULE) scripts/chaos.sh
+	@NGINX_BIN=$(NGINX_BIN) MODULE=$(MODULE) scripts/chaos/run.sh
 
 soak:
-	@scripts/deps.sh $(SOAK_DEPS)
+	@scripts/lib/deps.sh $(SOAK_DEPS)
 	@$(MAKE) --no-print-directory build
-	@NGINX_BIN=$(NGINX_BIN) MODULE=$(MODULE) scripts/soak.sh
+	@NGINX_BIN=$(NGINX_BIN) MODULE=$(MODULE) scripts/soak/run.sh
 
 # The sanitized build has a directory of its own: make test's is untouched.
-# sanitize-build is its part run with SANITIZE=1; scripts/sanitize.sh says
-# how the tests run and what fails them.
+# sanitize-build is its part run with SANITIZE=1; scripts/sanitize/run.sh
+# says how the tests run and what fails them.
 SANITIZE_BUILD := $(BUILD)/sanitize
 
 sanitize:
-	@scripts/deps.sh $(SANITIZE_DEPS)
+	@scripts/lib/deps.sh $(SANITIZE_DEPS)
 	@$(MAKE) --no-print-directory BUILD=$(SANITIZE_BUILD) SANITIZE=1 \
 	    sanitize-build
-	@BUILD=$(SANITIZE_BUILD) NGINX_BIN=$(NGINX_BIN) scripts/sanitize.sh
+	@BUILD=$(SANITIZE_BUILD) NGINX_BIN=$(NGINX_BIN) scripts/sanitize/run.sh
 
 sanitize-build: $(MODULE) $(BUILD)/sanitize_preload.so
 	cmake --build $(CORE_BUILD) -j $(JOBS)
 
-$(BUILD)/sanitize_preload.so: t/sanitize/preload.c
+$(BUILD)/sanitize_preload.so: scripts/sanitize/preload.c
 	$(CC) -shared -fPIC -O2 -Wall -Wextra -Werror -o $@ $< -ldl
 
 # The core and the fuzz targets built by clang with libFuzzer, ASan and
@@ -222,19 +227,19 @@ FUZZ_SECONDS ?= 60
 FUZZ_JOBS    ?= 1
 
 fuzz:
-	@scripts/deps.sh $(FUZZ_DEPS)
+	@scripts/lib/deps.sh $(FUZZ_DEPS)
 	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_CXX_COMPILER=clang++ \
 	    -DTHROTTLE_TESTS=OFF -DTHROTTLE_FUZZ=ON >/dev/null
 	cmake --build $(FUZZ_BUILD) -j $(JOBS)
-	@FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_JOBS=$(FUZZ_JOBS) scripts/fuzz.sh $(FUZZ_BUILD)
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_JOBS=$(FUZZ_JOBS) scripts/fuzz/run.sh $(FUZZ_BUILD)
 
 delay-figure:
-	@scripts/deps.sh $(DELAY_FIGURE_DEPS)
+	@scripts/lib/deps.sh $(DELAY_FIGURE_DEPS)
 	@$(MAKE) --no-print-directory build
-	@NGINX_BIN=$(NGINX_BIN) MODULE=$(MODULE) scripts/delay_figure.sh
+	@NGINX_BIN=$(NGINX_BIN) MODULE=$(MODULE) scripts/delay/run.sh
 
-# The Debian package (docs/packaging.md), built by scripts/deb.sh from a
-# copy of these files; its version is debian/changelog's.
+# The Debian package (docs/packaging.md), built by scripts/deb/build.sh from
+# a copy of these files; its version is debian/changelog's.
 PACKAGE_FILES := CMakeLists.txt config cmake src ngx_module conf README.md \
                  LICENSE docs debian
 DEB_NAME    := libnginx-mod-http-throttle
@@ -242,16 +247,16 @@ DEB_VERSION := $(shell sed -n '1s/^[^(]*(\([^)]*\)).*/\1/p' debian/changelog)
 DEB         := $(BUILD)/$(DEB_NAME)_$(DEB_VERSION)_$(shell dpkg --print-architecture).deb
 
 deb:
-	@scripts/deps.sh $(DEB_DEPS)
+	@scripts/lib/deps.sh $(DEB_DEPS)
 	@$(MAKE) --no-print-directory $(DEB)
 
 $(DEB): $(shell find $(PACKAGE_FILES) -type f)
-	@BUILD=$(BUILD) scripts/deb.sh $(PACKAGE_FILES)
+	@BUILD=$(BUILD) scripts/deb/build.sh $(PACKAGE_FILES)
 
 test-deb:
-	@scripts/deps.sh $(TEST_DEB_DEPS)
+	@scripts/lib/deps.sh $(TEST_DEB_DEPS)
 	@$(MAKE) --no-print-directory $(DEB)
-	@DEB=$(DEB) MAKE="$(MAKE)" scripts/test_deb.sh
+	@DEB=$(DEB) MAKE="$(MAKE)" scripts/deb/test.sh
 
 # Where the package puts the module, its load file, and the link that
 # Debian's nginx.conf loads it by (include modules-enabled/*.conf).
@@ -283,8 +288,8 @@ uninstall:
 
 format:
 	clang-format -i src/throttle/*.[ch]pp ngx_module/*.cpp ngx_module/*/*.cpp ngx_module/*/*.h \
-	    t/unit/*.cpp t/unit/*.hpp t/fuzz/*.cpp t/fuzz/*.hpp t/sanitize/*.c \
-	    t/sanitize/probe/*.c
+	    t/unit/*.cpp t/unit/*.hpp scripts/fuzz/*.cpp scripts/fuzz/*.hpp \
+	    scripts/sanitize/*.c scripts/sanitize/probe/*.c
 
 clean:
 	rm -rf $(BUILD)

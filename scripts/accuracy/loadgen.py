@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: BSD-2-Clause
-"""Open-loop load generator for the accuracy run (scripts/accuracy.sh).
+"""Open-loop load generator for the accuracy run (scripts/accuracy/run.sh).
 
 Sends GET <path> at a steady total rate for a number of seconds, spread
 evenly over several nginx instances (request i goes to target i mod n, so

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: BSD-2-Clause
 # Admitted requests per second for each mode against the limit, from
 # per_second.csv (second, limit, then one column per mode; header line).
-# Called by scripts/accuracy.sh as
+# Called by scripts/accuracy/run.sh as
 #   gnuplot -e "datafile='...'; outfile='...'; labels='...'; plottitle='...'; ncols=N; term='pngcairo'" plot.gp
 # where labels is a file report.py writes: lbl[1..ncols-2] (the legend of
 # each mode), limit_label, nsec (seconds in the series).

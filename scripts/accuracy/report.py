@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: BSD-2-Clause
-"""Tables and per-second series of the accuracy run (scripts/accuracy.sh).
+"""Tables and per-second series of the accuracy run (scripts/accuracy/run.sh).
 
 Reads, for each mode, <raw>/<mode>.csv (one line per request, written by
 loadgen.py), <raw>/<mode>.json (loadgen's summary) and, if there,
@@ -16,7 +16,7 @@ into <out>:
 and prints the tables on stdout. With --docs, also writes the same figures
 into that file (docs/accuracy.md) under a text that says how to read them,
 with the bounds stated beside the figures instead of verdicts; the plot
-it shows is accuracy.png beside it (scripts/accuracy.sh copies it there). A request counts in the second (since the
+it shows is accuracy.png beside it (scripts/accuracy/run.sh copies it there). A request counts in the second (since the
 load started) it was sent in.
 
 Ideal global limit (GCRA, rate R, burst B, T seconds of load): at most
@@ -386,7 +386,7 @@ def write_doc(args, ideal, rtt, modes, acc_md, ps_md, load_md, sync_md,
     out.append("""\
 # Accuracy
 
-Written by `make accuracy` (`scripts/accuracy.sh`, then
+Written by `make accuracy` (`scripts/accuracy/run.sh`, then
 `scripts/accuracy/report.py`); do not edit by hand. The
 [README](../README.md#accuracy) has a summary.
 

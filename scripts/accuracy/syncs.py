@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: BSD-2-Clause
-"""What the async syncs did during one mode's load (scripts/accuracy.sh).
+"""What the async syncs did during one mode's load (scripts/accuracy/run.sh).
 
 Reads <mode>.monitor (redis-cli MONITOR during the load) and <mode>.clients
 ("<client port> <node>" lines: which nginx each Redis connection belongs

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: BSD-2-Clause
-# The Redis Cluster and the Sentinel setup of scripts/chaos.sh, and the
-# faults that make them fail over. Sourced by chaos.sh, whose variables
+# The Redis Cluster and the Sentinel setup of scripts/chaos/run.sh, and the
+# faults that make them fail over. Sourced by run.sh, whose variables
 # and functions they use: OUT, REDIS_SERVER, REDIS_CLI, PHASE, HOLD (from
 # faults.sh), free_port, alive, set_epoch, record and die.
 #

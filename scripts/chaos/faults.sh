@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: BSD-2-Clause
-# The faults of scripts/chaos.sh, and what it looks at around them. Sourced
-# by chaos.sh, whose variables they use: REDIS_PID, NODES, PORT, PREFIX,
-# RAW, PHASE (the phase under way) and the functions rcli, set_epoch,
-# now_ms, record and die.
+# The faults of scripts/chaos/run.sh, and what it looks at around them.
+# Sourced by run.sh, whose variables they use: REDIS_PID, NODES, PORT,
+# PREFIX, RAW, PHASE (the phase under way) and the functions set_epoch,
+# now_ms, record and die, and rcli (scripts/lib/processes.sh).
 #
 # Each fault is two functions: fault_<name> starts it and lasts while it
 # does (setting the epoch to "fault" when requests meet it), restore_<name>

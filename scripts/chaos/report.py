@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: BSD-2-Clause
-"""Checks and reports the chaos run (scripts/chaos.sh).
+"""Checks and reports the chaos run (scripts/chaos/run.sh).
 
 Reads, per phase: <raw>/<phase>.<node>.counts (scripts/lib/load.lua: answers by epoch,
 location, status and X-Throttle, and wrk's summary), <phase>.record (what
-chaos.sh and resume.py noted), <phase>.redis (units the count zone holds
+run.sh and resume.py noted), <phase>.redis (units the count zone holds
 in Redis per epoch) and <phase>.crashes (error-log lines of a crash).
 
 Prints a table of faults and outcomes and every failed check, writes them
@@ -495,7 +495,7 @@ def main():
 DOC_TEXT = """\
 ## Chaos
 
-`make chaos` (`scripts/chaos.sh`) runs two nginx (2 workers each) and one
+`make chaos` (`scripts/chaos/run.sh`) runs two nginx (2 workers each) and one
 Redis on loopback, and loads both nginx with wrk at full speed
 (`scripts/lib/load.lua`: every request goes to the next of five
 locations, over 20 keys each, so that limits bite). The locations use a

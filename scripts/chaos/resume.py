@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: BSD-2-Clause
 """How long after a fault each nginx decides from Redis again (for
-scripts/chaos.sh).
+scripts/chaos/run.sh).
 
     resume.py --phase P --redis-ports "N..." [--route /cluster]
               [--count-zone Z] [--slots 0-5460,...] --limit-ms MS

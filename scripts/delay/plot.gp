@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: BSD-2-Clause
 # docs/delay.png: arrivals and departures of two bursts, throttle with
-# delay= against limit_req. Called by scripts/delay_figure.sh as
+# delay= against limit_req. Called by scripts/delay/run.sh as
 #   gnuplot -e "datafile='...'; outfile='...'; plottitle='...'" plot.gp
 # on the lines scripts/delay/timeline.pl writes.
 

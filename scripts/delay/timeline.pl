@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: BSD-2-Clause
 # The data of docs/delay.png: two bursts sent at once to a throttle
 # location with delay= and to a limit_req location with the same rate,
-# burst and delay (the nginx scripts/delay_figure.sh starts on port
+# burst and delay (the nginx scripts/delay/run.sh starts on port
 # $ARGV[0]), and when each request left. Writes to $ARGV[1], one line per
 # request of each burst: those admitted in the order they left, then
 # those rejected (the limit_req request in the same place beside each):

@@ -1,7 +1,7 @@
 -- SPDX-License-Identifier: BSD-2-Clause
--- wrk script of scripts/chaos.sh and scripts/soak.sh: requests cycle over
--- a list of locations, and every answer is counted by what it was and when
--- it was asked.
+-- wrk script of scripts/chaos/run.sh and scripts/soak/run.sh: requests
+-- cycle over a list of locations, and every answer is counted by what it
+-- was and when it was asked.
 --
 --   wrk ... -s scripts/lib/load.lua http://127.0.0.1:PORT -- \
 --       EPOCH_FILE OUT KEYS /loc1,/loc2,...
@@ -10,11 +10,11 @@
 -- that its limit bites; with KEYS "distinct", each location gets every key
 -- twice in a row and never again (thread number, then a counter). A
 -- location named /count (/count, /cluster/count...) gets "<epoch>.<i>"
--- instead, over 8 keys: chaos.sh reads from Redis what that zone synced
--- for each epoch.
+-- instead, over 8 keys: the chaos run reads from Redis what that zone
+-- synced for each epoch.
 --
 -- EPOCH_FILE holds the epoch, a word rewritten by the script that runs wrk
--- (chaos.sh: "<phase>.<when>", e.g. "stall.fault"; soak.sh: the sample);
+-- (chaos: "<phase>.<when>", e.g. "stall.fault"; soak: the sample);
 -- each thread reads it again every 64 requests. Every request carries it
 -- as ?e=, which nginx sends back in X-Epoch (and the location in X-Path,
 -- the decision in X-Throttle), so an answer counts in the epoch its request

@@ -1,9 +1,11 @@
 # SPDX-License-Identifier: BSD-2-Clause
-# Shell helpers shared by bench/run.sh, scripts/accuracy.sh,
-# scripts/chaos.sh and scripts/soak.sh: loopback ports, and starting,
-# watching and stopping the nginx and redis-server those scripts run. Needs
-# $PYTHON, die and rcli (redis-cli on $REDIS_PORT) from the caller;
-# start_redis sets $REDIS_PID, which stop_redis stops.
+# Shell helpers shared by the scripts that run nginx (the run.sh of bench,
+# accuracy, chaos, soak, delay and demo, and deb/test.sh): loopback ports,
+# starting, watching and stopping the nginx and redis-server they run,
+# asking them their version, and what the reports need (the commit,
+# gnuplot's terminal). Needs $PYTHON and die from the caller, and
+# $REDIS_CLI and $REDIS_PORT for rcli; start_redis sets $REDIS_PID, which
+# stop_redis stops.
 
 # The commit the module under test was built from, for the reports: with
 # "-dirty" if files differ from it, other than the docs these scripts write.
@@ -20,6 +22,19 @@ check_nginx_and_module() {
     [ -x "$NGINX_BIN" ] || die "no nginx binary at $NGINX_BIN"
     [ -f "$MODULE" ] || die "no module at $MODULE (run: make build)"
     case $MODULE in /*) ;; *) MODULE=$(cd "$(dirname "$MODULE")" && pwd)/$(basename "$MODULE") ;; esac
+}
+
+# The version of $NGINX_BIN, e.g. "1.22.1".
+nginx_version() {
+    "$NGINX_BIN" -v 2>&1 | sed 's|.*nginx/||'
+}
+
+# The gnuplot terminal a plot.gp draws its PNG with (term=): pngcairo if
+# this gnuplot has it, png otherwise.
+png_terminal() {
+    local term=pngcairo
+    echo 'set terminal' | gnuplot 2>&1 | grep -qw pngcairo || term=png
+    echo "$term"
 }
 
 # A free TCP port on loopback.
@@ -72,6 +87,14 @@ wait_http() {
         sleep 0.1
     done
     return 1
+}
+
+# redis-cli on 127.0.0.1:$REDIS_PORT, then the command.
+rcli() { "$REDIS_CLI" -h 127.0.0.1 -p "$REDIS_PORT" "$@"; }
+
+# The version of the redis-server that rcli asks (INFO server).
+redis_version() {
+    rcli INFO server | tr -d '\r' | awk -F: '$1 == "redis_version" { print $2 }'
 }
 
 # Starts $REDIS_SERVER on 127.0.0.1:$REDIS_PORT, without persistence, its

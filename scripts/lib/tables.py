@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: BSD-2-Clause
-"""Tables for the reports of scripts/accuracy.sh, scripts/chaos.sh and
-scripts/soak.sh: the same rows as Markdown (for docs/) and as aligned text
-(for the terminal). align holds "l" or "r" per column."""
+"""Tables for the reports of the bench, accuracy, chaos and soak runs
+(scripts/*/report.py): the same rows as Markdown (for docs/) and as
+aligned text (for the terminal). align holds "l" or "r" per column."""
 
 
 def md_table(header, rows, align):

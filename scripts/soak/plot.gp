@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: BSD-2-Clause
 # The soak run's series, from plot.dat (scripts/soak/report.py: t, req/s,
 # then each worker's VmRSS and RssAnon, then each zone's resident pages,
-# MiB). Called by scripts/soak.sh as
+# MiB). Called by scripts/soak/run.sh as
 #   gnuplot -e "datafile='...'; outfile='...'; term='pngcairo'; warmup=300" plot.gp
 # Top: the workers' memory; bottom: the zones' pages; a dashed line where
 # the warm-up ends (after it, every line must stay flat).

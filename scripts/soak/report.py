@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: BSD-2-Clause
-"""Checks and reports the soak run (scripts/soak.sh).
+"""Checks and reports the soak run (scripts/soak/run.sh).
 
 Reads the samples (scripts/soak/sample.py's series.csv) and the answers per
 sample (scripts/lib/load.lua's counts); prints the series and the checks,
@@ -198,7 +198,7 @@ def main():
 DOC_TEXT = """\
 ## Soak
 
-`make soak` (`scripts/soak.sh`) runs one nginx (2 workers) and one Redis
+`make soak` (`scripts/soak/run.sh`) runs one nginx (2 workers) and one Redis
 on loopback for ten minutes. wrk sends every request with a new key
 (`scripts/lib/load.lua`, `distinct`), twice each, in turn to a local, a
 strict and an async zone of 1, 2 and 3 MiB at 6 r/m: the second request

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: BSD-2-Clause
 """Samples the soak run's nginx and Redis every --interval seconds for
---seconds (scripts/soak.sh), from outside: /proc, INFO, the error log.
+--seconds (scripts/soak/run.sh), from outside: /proc, INFO, the error log.
 
     sample.py --pid-file F --error-log F --epoch-file F --redis-port N \\
         --zones local=1024,strict=2048,async=3072 --seconds S --interval I \\

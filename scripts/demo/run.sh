@@ -3,12 +3,13 @@
 # The demo: two nginx with the throttle module, A and B, and one
 # redis-server that both use, all on loopback, from conf/demo.conf.
 #
-#   scripts/demo.sh start   (re)start them, then show
-#                           1. a local zone in A: a burst passing, then 429s;
-#                           2. one strict zone shared by A and B through
-#                              Redis, against limit_req in each;
-#                           3. A's /metrics after that
-#   scripts/demo.sh stop    stop what start started (idempotent)
+#   scripts/demo/run.sh start   (re)start them, then show
+#                               1. a local zone in A: a burst passing,
+#                                  then 429s;
+#                               2. one strict zone shared by A and B
+#                                  through Redis, against limit_req in each;
+#                               3. A's /metrics after that
+#   scripts/demo/run.sh stop    stop what start started (idempotent)
 #
 # A listens on 127.0.0.1:8080 and B on 127.0.0.1:8081 when those ports are
 # free, on free ports otherwise (start says which); redis-server on a free
@@ -21,7 +22,7 @@
 # REDIS_SERVER (redis-server), REDIS_CLI (redis-cli), PYTHON (python3).
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 NGINX_BIN=${NGINX_BIN:-/usr/sbin/nginx}
 MODULE=${MODULE:-$ROOT/build/ngx_http_throttle_module.so}
 PREFIX=${DEMO_PREFIX:-$ROOT/build/demo}

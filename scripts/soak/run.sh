@@ -27,7 +27,7 @@
 # (prefix, error log), redis/ (log).
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 HERE=$ROOT/scripts/soak
 NGINX_BIN=${NGINX_BIN:-/usr/sbin/nginx}
 MODULE=${MODULE:-$ROOT/build/ngx_http_throttle_module.so}
@@ -61,7 +61,8 @@ for tool in wrk curl gnuplot "$PYTHON" "$REDIS_SERVER" "$REDIS_CLI"; do
     command -v "$tool" >/dev/null || die "$tool is not installed (make soak installs it)"
 done
 
-# check_nginx_and_module, free_port, start_redis, stop_redis, stop_nginx, wait_http
+# check_nginx_and_module, free_port, rcli, redis_version, nginx_version,
+# png_terminal, start_redis, stop_redis, stop_nginx, wait_http, source_commit
 . "$ROOT/scripts/lib/processes.sh"
 check_nginx_and_module
 
@@ -79,9 +80,8 @@ rm -rf "$OUT"
 mkdir -p "$PREFIX"/{conf,logs,temp} "$REDIS_DIR"
 
 REDIS_PORT=$(free_port)
-rcli() { "$REDIS_CLI" -h 127.0.0.1 -p "$REDIS_PORT" "$@"; }
 start_redis
-REDIS_VERSION=$(rcli INFO server | tr -d '\r' | awk -F: '$1 == "redis_version" { print $2 }')
+REDIS_VERSION=$(redis_version)
 
 PORT=$(free_port)
 [ "$PORT" != "$REDIS_PORT" ] || die "nginx and Redis drew the same free port; run again"
@@ -90,7 +90,7 @@ sed -e "s|@MODULE@|$MODULE|g" -e "s|@REDIS_PORT@|$REDIS_PORT|g" \
 "$NGINX_BIN" -p "$PREFIX/" -c conf/nginx.conf -e logs/error.log \
     || die "nginx did not start; see $PREFIX/logs/error.log"
 wait_http "$PORT" health || die "nginx does not answer on 127.0.0.1:$PORT"
-NGINX_VERSION=$("$NGINX_BIN" -v 2>&1 | sed 's|.*nginx/||')
+NGINX_VERSION=$(nginx_version)
 
 RUN_DATE=$(date -u '+%Y-%m-%d %H:%M UTC')
 COMMIT=$(source_commit)
@@ -118,8 +118,7 @@ if [ -n "$DOCS" ]; then
     mkdir -p "$DOCS"
     DOCS_ARGS=(--docs "$DOCS/reliability.md" --date "$RUN_DATE" --commit "$COMMIT")
 fi
-term=pngcairo
-echo 'set terminal' | gnuplot 2>&1 | grep -qw pngcairo || term=png
+term=$(png_terminal)
 echo
 status=0
 "$PYTHON" "$HERE/report.py" "${DOCS_ARGS[@]}" --series "$OUT/series.csv" \

@@ -7,8 +7,9 @@
 # per MiB. Measures, never asserts.
 #
 # The *_hot and *_distinct rows send each request with a key, "?k=<i>",
-# cycling over BENCH_HOT_KEYS or BENCH_DISTINCT_KEYS values (bench/keys.lua);
-# each async row has a local row with the same requests to compare with.
+# cycling over BENCH_HOT_KEYS or BENCH_DISTINCT_KEYS values
+# (scripts/bench/keys.lua); each async row has a local row with the same
+# requests to compare with.
 #
 # The api_pass and strict_api_pass rows ask the decision endpoint
 # (throttle_api) what throttle_pass and strict_pass decide for a request:
@@ -27,8 +28,8 @@
 # the first, on a port of its own, with the same configuration but
 # NO_COUNTERS_MODULE (built with -DNGX_HTTP_THROTTLE_COUNTERS=0, which adds
 # nothing: its /metrics reports zeros, checked before measuring); and
-# throttle_pass_scraped asks the first nginx while bench/scrape.py fetches
-# its /metrics (throttle_metrics) every 100 ms over one keep-alive
+# throttle_pass_scraped asks the first nginx while scripts/bench/scrape.py
+# fetches its /metrics (throttle_metrics) every 100 ms over one keep-alive
 # connection, each answer a 200 (the bench fails on another, or on a run
 # without scrapes; the scrapes and the scraper's CPU time are reported).
 #
@@ -67,7 +68,7 @@
 #                          a redis-server of its own is started on a free
 #                          loopback port (--save '' --appendonly no) and
 #                          stopped at exit; if the default one is missing,
-#                          it is installed with scripts/deps.sh; the
+#                          it is installed with scripts/lib/deps.sh; the
 #                          cluster_* rows start 3 more, with
 #                          --cluster-enabled yes, joined by redis-cli
 #                          --cluster create --cluster-replicas 0
@@ -81,8 +82,8 @@
 # replaced and the other kept: after make bench's two passes it holds both.
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-BENCH=$ROOT/bench
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BENCH=$ROOT/scripts/bench
 NGINX_BIN=${NGINX_BIN:-/usr/sbin/nginx}
 MODULE=${MODULE:-$ROOT/build/ngx_http_throttle_module.so}
 NO_COUNTERS_MODULE=${NO_COUNTERS_MODULE:-$ROOT/build/no-counters/ngx_http_throttle_module.so}
@@ -155,8 +156,8 @@ if ! command -v "$REDIS_SERVER" >/dev/null \
         || ! command -v "$REDIS_CLI" >/dev/null; then
     if [ "$REDIS_SERVER" = redis-server ] && [ "$REDIS_CLI" = redis-cli ]; then
         echo "bench: redis-server is not installed; the strict rows need" \
-             "it: installing it (scripts/deps.sh redis-server redis-tools)"
-        "$ROOT/scripts/deps.sh" redis-server redis-tools \
+             "it: installing it (scripts/lib/deps.sh redis-server redis-tools)"
+        "$ROOT/scripts/lib/deps.sh" redis-server redis-tools \
             || die "could not install redis-server; install it with:" \
                    "apt-get install redis-server"
     fi
@@ -165,9 +166,11 @@ if ! command -v "$REDIS_SERVER" >/dev/null \
     command -v "$REDIS_CLI" >/dev/null \
         || die "$REDIS_CLI is not installed (apt-get install redis-tools)"
 fi
-[ -x "$NGINX_BIN" ] || die "no nginx binary at $NGINX_BIN"
-[ -f "$MODULE" ] || die "no module at $MODULE (run: make build)"
-case $MODULE in /*) ;; *) MODULE=$(cd "$(dirname "$MODULE")" && pwd)/$(basename "$MODULE") ;; esac
+# check_nginx_and_module, free_port, wait_http, rcli, redis_version,
+# start_redis, stop_redis (and REDIS_PID), stop_nginx, stop_child,
+# source_commit
+. "$ROOT/scripts/lib/processes.sh"
+check_nginx_and_module
 # the second nginx runs only for the row that measures it
 NO_COUNTERS=
 if [[ " ${CONFIGS[*]} " == *" throttle_pass_no_counters "* ]]; then
@@ -187,10 +190,8 @@ done
 [[ $HOT_KEYS =~ ^[1-9][0-9]*$ ]] || die "BENCH_HOT_KEYS must be a positive integer"
 [[ $DISTINCT_KEYS =~ ^[1-9][0-9]*$ ]] || die "BENCH_DISTINCT_KEYS must be a positive integer"
 
-# free_port, stop_nginx, stop_redis (and REDIS_PID)
-. "$ROOT/scripts/lib/processes.sh"
 # start_redis_cluster, cluster_seeds, stop_redis_cluster (and CLUSTER_PORTS)
-. "$ROOT/scripts/lib/redis_cluster.sh"
+. "$BENCH/redis_cluster.sh"
 
 cleanup() {
     local f
@@ -221,12 +222,8 @@ chmod 755 "$OUT"
 
 # Its port is taken before nginx's, so the two cannot collide.
 REDIS_PORT=$(free_port)
-rcli() {
-    "$REDIS_CLI" -h 127.0.0.1 -p "$REDIS_PORT" "$@"
-}
 start_redis
-REDIS_VERSION=$(rcli INFO server | tr -d '\r' \
-    | awk -F: '$1 == "redis_version" { print $2 }')
+REDIS_VERSION=$(redis_version)
 # and the cluster of the cluster_* rows (also before nginx's port)
 CLUSTER_MASTERS=3
 start_redis_cluster "$CLUSTER_MASTERS" "$REDIS_DIR/cluster"
@@ -342,7 +339,7 @@ query_of() {
     esac
 }
 
-# Renders bench/nginx.conf.in into prefix $1 with module $2 and port $3,
+# Renders scripts/bench/nginx.conf.in into prefix $1 with module $2 and port $3,
 # and starts that nginx.
 start_bench_nginx() {
     local prefix=$1 module=$2 port=$3 c
@@ -493,7 +490,7 @@ fi
 # synced); the scripts received but not run (redirected), the ASKING
 # calls, the MOVED and ASK replies, the slot map reads (CLUSTER SLOTS or
 # SHARDS), and the scripts run on each master ("/" between them). "-" for other runs. The *_hot and *_distinct runs
-# send their keys with bench/keys.lua. Then "scrapes scraper_cpu_s": for
+# send their keys with scripts/bench/keys.lua. Then "scrapes scraper_cpu_s": for
 # throttle_pass_scraped, the scrapes of /metrics made from just before wrk
 # started to just after it ended, and the CPU seconds the scraper used in
 # that time; "-" for other runs.
@@ -571,9 +568,9 @@ run_wrk() {
         }' "$raw" >>"$RUNS" || die "could not parse $raw"
 }
 
-# Starts bench/scrape.py on the first nginx's /metrics, writing to $1, and
-# returns once it has had its first answer: the scraping is under way
-# before wrk starts.
+# Starts scripts/bench/scrape.py on the first nginx's /metrics, writing to
+# $1, and returns once it has had its first answer: the scraping is under
+# way before wrk starts.
 SCRAPER_PID=
 start_scraper() {
     local out=$1 i
@@ -736,7 +733,7 @@ WRK_VERSION=$( (wrk -v 2>&1 || true) | awk 'NR == 1 { print $2 }')
 METRICS_ROWS=
 [ -z "$NO_COUNTERS" ] || METRICS_ROWS="throttle_pass_no_counters on a second nginx, running alongside the first, with the same configuration and the module built with -DNGX_HTTP_THROTTLE_COUNTERS=0 (its /metrics checked to count nothing)"
 if [[ " ${CONFIGS[*]} " == *" throttle_pass_scraped "* ]]; then
-    METRICS_ROWS+="${METRICS_ROWS:+; }throttle_pass_scraped with bench/scrape.py fetching the first nginx's /metrics (throttle_metrics) every 100 ms over one keep-alive connection"
+    METRICS_ROWS+="${METRICS_ROWS:+; }throttle_pass_scraped with scripts/bench/scrape.py fetching the first nginx's /metrics (throttle_metrics) every 100 ms over one keep-alive connection"
 fi
 DOCS_ARGS=()
 [ -n "$DOCS" ] && DOCS_ARGS=(--docs "$DOCS" --section "$LAYOUT" \
@@ -749,7 +746,7 @@ DOCS_ARGS=()
     --setting "wrk $WRK_VERSION: -t$THREADS -c$CONNECTIONS -d${DURATION}s --latency, $ROUNDS rounds, loopback" \
     --setting "redis: $REDIS_VERSION, on loopback, --save '' --appendonly no; throttle_redis defaults (timeout 50ms, keepalive 2 per worker); async zones sync_interval=100ms; nginx error log: $NGINX_ERRORS lines at error or above, $NGINX_WARNS at warn" \
     --setting "redis cluster: $CLUSTER_MASTERS masters, no replicas, the same redis-server with --cluster-enabled yes, joined by redis-cli --cluster create; throttle_redis cluster= defaults (timeout 50ms, keepalive 2 per worker and master, cluster_refresh 10s, max_redirects 5)" \
-    --setting "keyed rows (*_hot, *_distinct): wrk -s bench/keys.lua, key ?k= cycling over $HOT_KEYS (hot) or $DISTINCT_KEYS (distinct) values; rate=1000000r/s burst=1000000 (always passing), zones 1m (hot) and 32m (distinct)" \
+    --setting "keyed rows (*_hot, *_distinct): wrk -s scripts/bench/keys.lua, key ?k= cycling over $HOT_KEYS (hot) or $DISTINCT_KEYS (distinct) values; rate=1000000r/s burst=1000000 (always passing), zones 1m (hot) and 32m (distinct)" \
     ${NGINX_ERROR_LINES:+--setting "nginx error log, first lines at error or above: $NGINX_ERROR_LINES"} \
     ${METRICS_ROWS:+--setting "metrics rows: $METRICS_ROWS"} \
     ${DELAY_ROW:+--setting "$DELAY_ROW"} \

@@ -6,15 +6,18 @@
 # made in a worker).
 #
 #   1. the check of the setup: nginx with the module of planted bugs
-#      (t/sanitize/plant.pl); their three reports must arrive, or the run
+#      (probe/, by plant.pl); their three reports must arrive, or the run
 #      stops there;
 #   2. the unit tests (the binary, built with the sanitizers);
 #   3. the integration tests, on Debian's nginx with the runtimes and
-#      t/sanitize/preload.c's object preloaded (t/sanitize/nginx.sh);
+#      preload.c's object preloaded (nginx.sh);
 #   4. the integration tests again, for the stacks of leaks (below): their
 #      results do not count here, their reports do;
-#   5. t/sanitize/check_reports.pl on the reports of 2 to 4: one with a
-#      frame of the module, the core or hiredis fails the run.
+#   5. check_reports.pl on the reports of 2 to 4: one with a frame of the
+#      module, the core or hiredis fails the run.
+#
+# (probe/, plant.pl, preload.c, nginx.sh and check_reports.pl are beside
+# this script, in scripts/sanitize/.)
 #
 # Stacks are walked by frame pointers, but Debian's nginx has none: a stack
 # through ngx_alloc, where the module gets its memory, stops there. Step 4
@@ -31,7 +34,8 @@
 # /usr/sbin/nginx).
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
 BUILD=${BUILD:-$ROOT/build/sanitize}
 export SANITIZE_NGINX=${NGINX_BIN:-/usr/sbin/nginx}
 MODULE=$BUILD/ngx_http_throttle_module.so
@@ -72,7 +76,7 @@ sanitize_stage() {
 }
 
 integration_tests() {
-    TEST_NGINX_BINARY=$ROOT/t/sanitize/nginx.sh TEST_THROTTLE_MODULE=$MODULE \
+    TEST_NGINX_BINARY=$HERE/nginx.sh TEST_THROTTLE_MODULE=$MODULE \
         prove -I t/lib t/*.t
 }
 
@@ -80,7 +84,7 @@ integration_tests() {
 # core's generated sources and the unit test binary (in $BUILD/core), and
 # the module, which holds hiredis (its frames name no source).
 check_reports() {
-    perl "$ROOT/t/sanitize/check_reports.pl" \
+    perl "$HERE/check_reports.pl" \
         --ours "$ROOT/ngx_module/" --ours "$ROOT/src/" \
         --ours "$ROOT/t/unit/" --ours "$BUILD/core/" --ours "$MODULE" "$@"
 }
@@ -90,9 +94,9 @@ failed=0
 
 sanitize_stage plant "planted bugs, to see their reports arrive" \
     "$NGINX_ASAN:$LEAK_STACKS"
-TEST_NGINX_BINARY=$ROOT/t/sanitize/nginx.sh TEST_THROTTLE_MODULE=$PROBE \
-    perl t/sanitize/plant.pl
-if ! check_reports --planted "$ROOT/t/sanitize/probe/" --planted "$PROBE" \
+TEST_NGINX_BINARY=$HERE/nginx.sh TEST_THROTTLE_MODULE=$PROBE \
+    perl "$HERE/plant.pl"
+if ! check_reports --planted "$HERE/probe/" --planted "$PROBE" \
         "$REPORTS/plant"; then
     echo "sanitize: FAILED: the setup loses reports, the tests were not run"
     exit 1

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: BSD-2-Clause
 """Scrapes a throttle_metrics location as Prometheus would, for
-bench/run.sh's throttle_pass_scraped row: a GET every --interval seconds
-(on a fixed schedule, not a pause after each answer) over one keep-alive
-connection, until SIGTERM. Touches --ready after the first answer, so that
-the measurement starts with the scraping already under way.
+scripts/bench/run.sh's throttle_pass_scraped row: a GET every --interval
+seconds (on a fixed schedule, not a pause after each answer) over one
+keep-alive connection, until SIGTERM. Touches --ready after the first
+answer, so that the measurement starts with the scraping already under way.
 
 Each answer must be a 200 holding nginx_throttle_requests_total; anything
 else, or a connection nginx closed, ends it with an error (exit 1). On

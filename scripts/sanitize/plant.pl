@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: BSD-2-Clause
 # make sanitize's check of its own setup: nginx started as the integration
 # tests start it (TEST_NGINX_BINARY preloads the runtimes), with the module
-# of planted bugs (t/sanitize/probe, named by TEST_THROTTLE_MODULE) instead
-# of the throttle module. Its workers leak a block each when they start; a
+# of planted bugs (probe/, named by TEST_THROTTLE_MODULE) instead of the
+# throttle module. Its workers leak a block each when they start; a
 # request to /plant makes a worker pass NULL to memcpy, then write past a
 # heap block, which ends it; the graceful stop then makes the workers look
 # for leaks. check_reports.pl --planted says whether the three reports
@@ -13,7 +13,7 @@ use strict;
 use warnings;
 
 use FindBin;
-use lib "$FindBin::Bin/../lib";
+use lib "$FindBin::Bin/../../t/lib";
 
 use Processes qw(children_of wait_until);
 use ThrottleTest;

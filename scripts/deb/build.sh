@@ -7,10 +7,10 @@
 # checks them (an error fails), and the binary package is copied to
 # $BUILD/. docs/packaging.md says what the package holds.
 #
-#   scripts/deb.sh FILE...
+#   scripts/deb/build.sh FILE...
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${BUILD:-$ROOT/build}
 WORK=$BUILD/deb
 
@@ -26,7 +26,7 @@ mkdir -p "$WORK/$tree"
 cp -r "$@" "$WORK/$tree/"
 tar -C "$WORK" --exclude="$tree/debian" -cJf "$WORK/${name}_$upstream.orig.tar.xz" "$tree"
 
-"$ROOT/scripts/deps.sh" --build-deps "$WORK/$tree"
+"$ROOT/scripts/lib/deps.sh" --build-deps "$WORK/$tree"
 
 echo "deb: dpkg-buildpackage in $WORK/$tree (log: $WORK/build.log)"
 if ! (cd "$WORK/$tree" && dpkg-buildpackage -us -uc) >"$WORK/build.log" 2>&1; then

@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-2-Clause
-# make fuzz: runs each libFuzzer target of t/fuzz/ for FUZZ_SECONDS (default
-# 60) on a fresh copy of its seed corpus (t/fuzz/corpus/<target>/, which
-# stays as committed), FUZZ_JOBS (default 1) targets at a time, then prints
-# a table; fails if any target crashed.
+# make fuzz: runs each libFuzzer target of this folder (<target>.cpp) for
+# FUZZ_SECONDS (default 60) on a fresh copy of its seed corpus
+# (corpus/<target>/, which stays as committed), with fuzz.dict, FUZZ_JOBS
+# (default 1) targets at a time, then prints a table; fails if any target
+# crashed.
 #
-#   scripts/fuzz.sh BUILD_DIR     (the targets, built by make fuzz)
+#   scripts/fuzz/run.sh BUILD_DIR     (the targets, built by make fuzz)
 #
 # A target's run is under BUILD_DIR/run/<target>/: its log, its grown
 # corpus, and the input of a crash (crash-*, timeout-*, oom-*, leak-*),
 # which the target reruns by itself: BUILD_DIR/<target> <input>.
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-BUILD=$(cd "${1:?usage: fuzz.sh BUILD_DIR}" && pwd)
+HERE=$(cd "$(dirname "$0")" && pwd)
+BUILD=$(cd "${1:?usage: run.sh BUILD_DIR}" && pwd)
 SECONDS_EACH=${FUZZ_SECONDS:-60}
 JOBS=${FUZZ_JOBS:-1}
 RUNS=$BUILD/run
@@ -28,13 +29,13 @@ figure() {
 run_target() {
     local name=$1 dir=$RUNS/$1 result
     mkdir -p "$dir/corpus"
-    if [ -d "$ROOT/t/fuzz/corpus/$name" ]; then
-        cp "$ROOT/t/fuzz/corpus/$name"/* "$dir/corpus/"
+    if [ -d "$HERE/corpus/$name" ]; then
+        cp "$HERE/corpus/$name"/* "$dir/corpus/"
     fi
     # -timeout: an input that takes 10 s stalls a worker as surely as a
     # crash stops it
     if "$BUILD/$name" -max_total_time="$SECONDS_EACH" -timeout=10 \
-            -dict="$ROOT/t/fuzz/fuzz.dict" -print_final_stats=1 \
+            -dict="$HERE/fuzz.dict" -print_final_stats=1 \
             -artifact_prefix="$dir/" "$dir/corpus" >"$dir/log" 2>&1; then
         result=ok
     else
@@ -53,7 +54,7 @@ rm -rf "$RUNS"
 mkdir -p "$RUNS"
 echo "fuzz: each target for ${SECONDS_EACH}s, $JOBS at a time; runs under $RUNS"
 targets=()
-for source in "$ROOT"/t/fuzz/*.cpp; do
+for source in "$HERE"/*.cpp; do
     targets+=("$(basename "$source" .cpp)")
 done
 for name in "${targets[@]}"; do

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: BSD-2-Clause
-"""Aggregates bench/run.sh's measurements: medians over rounds, ratios to
-the same round's baseline, Redis commands per request for the Redis-backed
-rows (strict and async), the project's targets for some of them, and the
-keys a zone holds per MiB.
+"""Aggregates scripts/bench/run.sh's measurements: medians over rounds,
+ratios to the same round's baseline, Redis commands per request for the
+Redis-backed rows (strict and async), the project's targets for some of
+them, and the keys a zone holds per MiB.
 
 Writes a table on stdout and build/bench's results.md (each target with
 "met" or "NOT met", for whoever runs the bench), and, with --docs, this
@@ -18,6 +18,11 @@ import json
 import os
 import re
 import statistics
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "lib"))
+from tables import md_table, text_table  # noqa: E402
 
 BASELINE = "none"
 ORDER = ["none", "limit_req", "throttle_pass", "throttle_pass_authorized",
@@ -242,21 +247,9 @@ def fmt_ratio(x):
 
 
 def table(headers, rows, aligns):
-    """Plain-text and Markdown renderings of the same table."""
-    widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows)]
-
-    def line(cells):
-        out = []
-        for c, w, a in zip(cells, widths, aligns):
-            out.append(str(c).rjust(w) if a == "r" else str(c).ljust(w))
-        return "  ".join(out).rstrip()
-
-    text = [line(headers), line(["-" * w for w in widths])]
-    text += [line(r) for r in rows]
-    md = ["| " + " | ".join(headers) + " |",
-          "|" + "|".join("---:" if a == "r" else ":---" for a in aligns) + "|"]
-    md += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
-    return "\n".join(text), "\n".join(md)
+    """Plain-text and Markdown renderings of the same table (aligns: "l"
+    or "r" per column)."""
+    return text_table(headers, rows, aligns), md_table(headers, rows, aligns)
 
 
 # A target is (sentence, ok): the sentence states the figure and ends with
@@ -602,15 +595,15 @@ SECTIONS = [
      "in the section above and \"vs none\" is not measured (\"-\"): compare "
      "the ratios, not the req/s."),
 ]
-BEGIN = "<!-- bench section %s: written by bench/report.py -->"
+BEGIN = "<!-- bench section %s: written by scripts/bench/report.py -->"
 END = "<!-- end of bench section %s -->"
 
 DOC_HEAD = """\
 # Performance
 
-Written by `make bench` (`bench/run.sh`, then `bench/report.py`); do not
-edit by hand. Each section below says which run produced it. The
-[README](../README.md#performance) has a summary.
+Written by `make bench` (`scripts/bench/run.sh`, then
+`scripts/bench/report.py`); do not edit by hand. Each section below says
+which run produced it. The [README](../README.md#performance) has a summary.
 
 ## How to read the tables
 
@@ -620,7 +613,7 @@ virtual machine with 2 CPUs: wrk, nginx's workers, the single Redis and
 the cluster's three masters all compete for the same two cores (in the
 second section below, the Redis processes get one of them to
 themselves). Each *configuration* is a location of
-`bench/nginx.conf.in` serving the same small static file. wrk sends
+`scripts/bench/nginx.conf.in` serving the same small static file. wrk sends
 requests to one location at a time over loopback, for a few seconds, with
 keep-alive. The configurations run in rounds: every round runs each of
 them once, and every other round runs them in reverse order, so that a
@@ -637,7 +630,7 @@ slow moment of the machine weighs on all of them alike.
   measure what a decision costs. `*_reject` rows reject every request
   (a 429 without reading the file).
 - `*_hot` and `*_distinct` rows take the key from `?k=`, which wrk's
-  `bench/keys.lua` cycles over 100 (hot) or 100,000 (distinct) values;
+  `scripts/bench/keys.lua` cycles over 100 (hot) or 100,000 (distinct) values;
   every async row has a local row with the very same requests.
 - `fixed_window_*`, `sliding_window_*` and `sliding_log_*` rows use that
   algorithm; the others use GCRA. See [algorithms.md](algorithms.md).
@@ -682,9 +675,9 @@ first with the same configuration, whose module was built with
 `-DNGX_HTTP_THROTTLE_COUNTERS=0` (its `/metrics` is checked to count
 nothing before anything is measured). `throttle_pass_scraped /
 throttle_pass` is what being scraped costs: the first nginx while
-`bench/scrape.py` fetches its `/metrics` every 100 ms over one keep-alive
-connection, ten times as often as a usual Prometheus, on the same CPUs;
-the scrapes per run and the scraper's own CPU time are listed with the
+`scripts/bench/scrape.py` fetches its `/metrics` every 100 ms over one
+keep-alive connection, ten times as often as a usual Prometheus, on the same
+CPUs; the scrapes per run and the scraper's own CPU time are listed with the
 target. The target for both is 0.98. Read them as the other ratios: a
 median near 1 with rounds on either side of it means a cost below what
 this machine can tell apart, while a ratio below 0.98 in every round
@@ -735,10 +728,11 @@ holds before it must evict one, for this module and for `limit_req`.
   one request per 100 ms go to another master instead, in case a replica
   has taken its slots over: a MOVED back to the same master each.
 
-**Running it.** `make bench` runs `bench/run.sh` twice, once per layout.
+**Running it.** `make bench` runs `scripts/bench/run.sh` twice, once per layout.
 Its knobs (`BENCH_ROUNDS`, `BENCH_DURATION`, `BENCH_CONFIGS`, the CPU
-pinning...) are described at the top of `bench/run.sh`. Raw wrk output and
-the same tables, with a verdict per target, are in `build/bench/`.
+pinning...) are described at the top of `scripts/bench/run.sh`. Raw wrk
+output and the same tables, with a verdict per target, are in
+`build/bench/`.
 """
 
 

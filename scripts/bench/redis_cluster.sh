@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: BSD-2-Clause
 # Shell helpers for a Redis Cluster of real redis-server processes on
-# loopback, masters only (no replicas): for bench/run.sh's cluster rows.
-# Needs $PYTHON, $REDIS_SERVER, $REDIS_CLI and die from the caller, and
-# ${REDIS_PIN-} (e.g. taskset) like start_redis in processes.sh.
+# loopback, masters only (no replicas): for run.sh's cluster rows. Needs
+# $PYTHON, $REDIS_SERVER, $REDIS_CLI and die from the caller, and
+# ${REDIS_PIN-} (e.g. taskset) like start_redis in scripts/lib/processes.sh.
 # start_redis_cluster sets CLUSTER_PORTS and CLUSTER_PIDS (arrays, one
 # entry a master), which stop_redis_cluster stops.
 
@@ -94,7 +94,7 @@ cluster_slots() {
 }
 
 # Stops every master start_redis_cluster started (stop_child, from
-# processes.sh).
+# scripts/lib/processes.sh).
 stop_redis_cluster() {
     local pid
     for pid in "${CLUSTER_PIDS[@]}"; do

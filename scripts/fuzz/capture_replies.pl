@@ -1,13 +1,13 @@
 #!/usr/bin/env perl
 # SPDX-License-Identifier: BSD-2-Clause
 # Writes the seed corpus of strict_reply, sync_reply and cluster_reply
-# (t/fuzz/corpus/<target>/): what a real redis-server sends back, byte for
-# byte, for the module's scripts (src/scripts/, each after the prelude, as
-# cmake/embed_scripts.cmake joins them) called with ARGV as the zone of the
-# seed's setup line would send it; and what a real cluster, sentinel and
+# (scripts/fuzz/corpus/<target>/): what a real redis-server sends back, byte
+# for byte, for the module's scripts (src/scripts/, each after the prelude,
+# as cmake/embed_scripts.cmake joins them) called with ARGV as the zone of
+# the seed's setup line would send it; and what a real cluster, sentinel and
 # replica answer the transport. Run once, from the repository's root:
 #
-#     perl -I t/lib t/fuzz/capture_replies.pl
+#     perl -I t/lib scripts/fuzz/capture_replies.pl
 use strict;
 use warnings;
 
@@ -16,7 +16,7 @@ use IO::Select;
 use Processes qw(wait_until free_port);
 use RedisServer;
 
-my $CORPUS = 't/fuzz/corpus';
+my $CORPUS = 'scripts/fuzz/corpus';
 
 sub script {
     my ($name) = @_;

@@ -35,7 +35,7 @@
 # which run they come from) and accuracy.png (the plot), for the docs.
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 HERE=$ROOT/scripts/accuracy
 NGINX_BIN=${NGINX_BIN:-/usr/sbin/nginx}
 MODULE=${MODULE:-$ROOT/build/ngx_http_throttle_module.so}
@@ -80,22 +80,22 @@ if [ "$REDIS_SERVER" = redis-server ]; then command -v redis-server >/dev/null |
 if [ "$REDIS_CLI" = redis-cli ]; then command -v redis-cli >/dev/null || pkgs+=(redis-tools); fi
 command -v curl >/dev/null || pkgs+=(curl)
 if [ ${#pkgs[@]} -gt 0 ]; then
-    "$ROOT/scripts/deps.sh" "${pkgs[@]}" || die "could not install: ${pkgs[*]}"
+    "$ROOT/scripts/lib/deps.sh" "${pkgs[@]}" \
+        || die "could not install: ${pkgs[*]}"
 fi
 for tool in gnuplot "$PYTHON" "$REDIS_SERVER" "$REDIS_CLI" curl; do
     command -v "$tool" >/dev/null || die "$tool is not installed"
 done
-[ -x "$NGINX_BIN" ] || die "no nginx binary at $NGINX_BIN"
-[ -f "$MODULE" ] || die "no module at $MODULE (run: make build)"
-case $MODULE in /*) ;; *) MODULE=$(cd "$(dirname "$MODULE")" && pwd)/$(basename "$MODULE") ;; esac
+# check_nginx_and_module, free_port, wait_http, rcli, redis_version,
+# nginx_version, png_terminal, start_redis, stop_redis (and REDIS_PID),
+# stop_nginx, source_commit
+. "$ROOT/scripts/lib/processes.sh"
+check_nginx_and_module
 
 MODES=(strict)
 for iv in $INTERVALS; do MODES+=("async_${iv}ms"); done
 
 # --- processes and cleanup --------------------------------------------------
-
-# free_port, stop_nginx, stop_redis (and REDIS_PID)
-. "$ROOT/scripts/lib/processes.sh"
 
 LOADGEN_PID=
 MONITOR_PID=
@@ -122,9 +122,8 @@ chmod 755 "$OUT"
 # --- Redis ------------------------------------------------------------------
 
 REDIS_PORT=$(free_port)
-rcli() { "$REDIS_CLI" -h 127.0.0.1 -p "$REDIS_PORT" "$@"; }
 start_redis
-REDIS_VERSION=$(rcli INFO server | tr -d '\r' | awk -F: '$1 == "redis_version" { print $2 }')
+REDIS_VERSION=$(redis_version)
 
 # EVALSHA + EVAL calls Redis has run so far (INFO commandstats).
 redis_script_calls() {
@@ -188,13 +187,10 @@ for n in "${NODES[@]}"; do
         || die "nginx -t failed for $p/conf/nginx.conf"
     "$NGINX_BIN" -p "$p/" -c conf/nginx.conf -e logs/error.log \
         || die "nginx $n did not start; see $p/logs/error.log"
-    for i in $(seq 50); do
-        curl -s -o /dev/null --max-time 1 "http://127.0.0.1:${PORT[$n]}/health" && break
-        [ "$i" -eq 50 ] && die "nginx $n does not answer on 127.0.0.1:${PORT[$n]}"
-        sleep 0.1
-    done
+    wait_http "${PORT[$n]}" health \
+        || die "nginx $n does not answer on 127.0.0.1:${PORT[$n]}"
 done
-NGINX_VERSION=$("$NGINX_BIN" -v 2>&1 | sed 's|.*nginx/||')
+NGINX_VERSION=$(nginx_version)
 
 TARGETS="127.0.0.1:${PORT[a]},127.0.0.1:${PORT[b]}"
 echo "accuracy: redis-server $REDIS_VERSION on 127.0.0.1:$REDIS_PORT; nginx $NGINX_VERSION" \
@@ -279,8 +275,7 @@ echo
     --nodes 2 --setup "$SETUP"
 printf '%s' "$LOG_NOTES"
 
-term=pngcairo
-echo 'set terminal' | gnuplot 2>&1 | grep -qw pngcairo || term=png
+term=$(png_terminal)
 ncols=$(( ${#MODES[@]} + 2 ))
 gnuplot -e "datafile='$OUT/per_second.csv'; outfile='$OUT/accuracy.png'; \
 labels='$RAW/plot_labels.gp'; \

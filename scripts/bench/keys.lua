@@ -1,9 +1,9 @@
 -- SPDX-License-Identifier: BSD-2-Clause
--- wrk script for the keyed rows of bench/run.sh: every request carries a
--- key in its query string, "?k=<i>", with i cycling over 1..N in order, so
--- that N distinct keys are each sent once every N requests.
+-- wrk script for the keyed rows of scripts/bench/run.sh: every request
+-- carries a key in its query string, "?k=<i>", with i cycling over 1..N in
+-- order, so that N distinct keys are each sent once every N requests.
 --
---   wrk ... -s bench/keys.lua http://127.0.0.1:PORT/location -- N
+--   wrk ... -s scripts/bench/keys.lua http://127.0.0.1:PORT/location -- N
 --
 -- The N requests are formatted once, in init(), so that sending one costs
 -- wrk a table lookup (a few MB of memory for N = 100,000). Each wrk thread

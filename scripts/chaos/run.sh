@@ -45,7 +45,7 @@
 # the Sentinel setup's files and logs), results.md (the table).
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 HERE=$ROOT/scripts/chaos
 NGINX_BIN=${NGINX_BIN:-/usr/sbin/nginx}
 MODULE=${MODULE:-$ROOT/build/ngx_http_throttle_module.so}
@@ -80,8 +80,9 @@ for tool in wrk curl "$PYTHON" "$REDIS_SERVER" "$REDIS_CLI"; do
     command -v "$tool" >/dev/null || die "$tool is not installed (make chaos installs it)"
 done
 
-# check_nginx_and_module, free_port, start_redis, stop_redis, stop_nginx,
-# wait_gone, nginx_workers, wait_http
+# check_nginx_and_module, free_port, rcli, redis_version, nginx_version,
+# start_redis, stop_redis, stop_nginx, wait_gone, nginx_workers, wait_http,
+# source_commit
 . "$ROOT/scripts/lib/processes.sh"
 check_nginx_and_module
 # fault_* and restore_*, keep_limit, keep_check
@@ -122,9 +123,8 @@ set_epoch() { echo "$PHASE.$1" >"$EPOCH_FILE.tmp" && mv "$EPOCH_FILE.tmp" "$EPOC
 # --- Redis and the two nginx ------------------------------------------------
 
 REDIS_PORT=$(free_port)
-rcli() { "$REDIS_CLI" -h 127.0.0.1 -p "$REDIS_PORT" "$@"; }
 start_redis
-REDIS_VERSION=$(rcli INFO server | tr -d '\r' | awk -F: '$1 == "redis_version" { print $2 }')
+REDIS_VERSION=$(redis_version)
 start_sentinels
 start_cluster
 await_sentinels
@@ -151,7 +151,7 @@ for n in "${NODES[@]}"; do
         || die "nginx $n did not start; see $p/logs/error.log"
     wait_http "${PORT[$n]}" health || die "nginx $n does not answer on 127.0.0.1:${PORT[$n]}"
 done
-NGINX_VERSION=$("$NGINX_BIN" -v 2>&1 | sed 's|.*nginx/||')
+NGINX_VERSION=$(nginx_version)
 echo "chaos: redis-server $REDIS_VERSION on 127.0.0.1:$REDIS_PORT; nginx $NGINX_VERSION" \
      "on 127.0.0.1:${PORT[a]} (a) and 127.0.0.1:${PORT[b]} (b), 2 workers each;" \
      "wrk -c$CONNECTIONS on each; a cluster of 3 + 3 on ports ${CLUSTER_PORTS[*]}" \

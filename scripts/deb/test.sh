@@ -24,7 +24,7 @@
 set -eEuo pipefail
 trap 'echo "test-deb: failed at line $LINENO: $BASH_COMMAND" >&2' ERR
 
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 DEB=${DEB:?the package to test}
 MAKE=${MAKE:-make}
 NGINX_BIN=/usr/sbin/nginx
@@ -104,7 +104,7 @@ save_previous() {
     PREVIOUS=$(package_state)
     PREVIOUS_LINKS=$(find "$ENABLED_DIR" -name '*-mod-http-throttle.conf*' -printf '%f %l\n')
     if [ "$PREVIOUS" = ii ]; then
-        "$ROOT/scripts/deps.sh" dpkg-repack
+        "$ROOT/scripts/lib/deps.sh" dpkg-repack
         (cd "$WORK" && dpkg-repack "$PACKAGE" >/dev/null)
         echo "test-deb: $PACKAGE was installed; saved, it is put back at the end"
     fi

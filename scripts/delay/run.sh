@@ -18,7 +18,7 @@
 # delay.png, nginx/ (prefix, logs).
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 HERE=$ROOT/scripts/delay
 NGINX_BIN=${NGINX_BIN:-/usr/sbin/nginx}
 MODULE=${MODULE:-$ROOT/build/ngx_http_throttle_module.so}
@@ -29,7 +29,7 @@ PREFIX=$OUT/nginx
 
 die() { echo "delay-figure: $*" >&2; exit 1; }
 
-# shellcheck source=lib/processes.sh
+# shellcheck source=../lib/processes.sh
 . "$ROOT/scripts/lib/processes.sh"
 
 check_nginx_and_module
@@ -80,7 +80,7 @@ trap - EXIT
 echo "delay-figure: when each request left (ms), throttle and limit_req:"
 column -t "$OUT/timeline.dat" | sed 's/^/  /'
 
-gnuplot -e "datafile='$OUT/timeline.dat'; outfile='$OUT/delay.png'; plottitle='delay=3, rate=10r/s, burst=9: 14 requests at once, 6 more 1.2 s later (nginx $("$NGINX_BIN" -v 2>&1 | sed 's/^nginx version: nginx\///'))'" \
+gnuplot -e "datafile='$OUT/timeline.dat'; outfile='$OUT/delay.png'; plottitle='delay=3, rate=10r/s, burst=9: 14 requests at once, 6 more 1.2 s later (nginx $(nginx_version))'" \
     "$HERE/plot.gp"
 if [ -n "$DOCS" ]; then
     cp "$OUT/delay.png" "$DOCS/delay.png"
