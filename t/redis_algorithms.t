@@ -31,30 +31,23 @@ use FindBin;
 use Test::More;
 use Time::HiRes qw(sleep time);
 
+use Clock qw(hour_guard);
+use RedisChecks qw(all_expire);
+use Responses qw(hdr);
 use ThrottleTest;
 
 require_redis_module();
 
 # ---------------------------------------------------------------------------
-# Helpers (perl steps call them as main::name)
+# Helpers (perl steps call them as main::name; hour_guard, all_expire and
+# hdr come from t/lib: Clock.pm, RedisChecks.pm, Responses.pm)
 
 our %SHORT = (fixed_window => 'fw', sliding_window => 'sw', sliding_log => 'sl');
 our @ALGORITHMS = qw(fixed_window sliding_window sliding_log);
 
 # SHA1 of src/scripts/NAME.lua, as the module sends it with EVALSHA.
-our %SHA = map { ($_ => sha1_hex(RedisServer::script_source($_))) }
+our %SHA = map { ($_ => RedisServer::script_sha($_)) }
     map { ($_, "${_}_refund") } @ALGORITHMS, 'gcra';
-
-# Sleeps past the next turn of the hour if it is due within $secs: a block
-# that counts units must not see its window turn.
-sub hour_guard {
-    my ($secs) = @_;
-    my $left = 3600 - (time() - 3600 * int(time() / 3600));
-    if ($left < $secs) {
-        note(sprintf 'waiting %.1f s for the hour to turn', $left + 0.5);
-        sleep($left + 0.5);
-    }
-}
 
 # "zone", r and t of a RateLimit field (undef when absent or malformed).
 sub ratelimit {
@@ -62,8 +55,6 @@ sub ratelimit {
     my $v = $res->{headers}{ratelimit}[0] // '';
     return $v =~ /^"([^"]+)";r=(\d+);t=(\d+)$/ ? ($1, $2, $3) : ();
 }
-
-sub hdr { my ($res, $h) = @_; return $res->{headers}{ lc $h }[0] }
 
 sub show {
     my ($res) = @_;
@@ -144,14 +135,6 @@ sub holds {
            "$label: expires a window after its own ($pttl ms)")
             or diag("now $now, start $start, " . join ' ', %h);
     }
-}
-
-# Every key in Redis has a TTL (PTTL > 0: never -1, no key kept forever).
-sub all_expire {
-    my ($redis, $label) = @_;
-    my @keys = $redis->keys_matching('*');
-    my @bad = grep { my $t = $redis->cmd('PTTL', $_); !($t > 0) && "$_ ($t)" } @keys;
-    is("@bad", '', "$label: all " . scalar(@keys) . ' keys in Redis have a TTL');
 }
 
 # Loads every script the module may send, so that nothing is answered

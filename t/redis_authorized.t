@@ -39,6 +39,7 @@ use Time::HiRes qw(sleep time);
 
 use Processes qw(read_file);
 use RedisServer;
+use Responses qw(status_of count_statuses);
 use ThrottleTest;
 
 require_redis_module();
@@ -134,9 +135,8 @@ sub units_held {
 }
 
 # ---------------------------------------------------------------------------
-# Requests that wait: written now, read later
-
-sub status_of { $_[0]{status} // "error: " . ($_[0]{error} // '?') }
+# Requests that wait: written now, read later (status_of and
+# count_statuses come from t/lib/Responses.pm)
 
 # Opens a connection to $env per request and writes each request ([uri,
 # bearer token]) without reading; returns the sockets, for
@@ -180,13 +180,6 @@ sub read_responses {
         }
     }
     return @res;
-}
-
-# { status => how many responses had it }
-sub count_statuses {
-    my %count;
-    $count{ status_of($_) }++ for @_;
-    return \%count;
 }
 
 # ---------------------------------------------------------------------------
