@@ -36,13 +36,6 @@ sub ThrottleTest::Step::metric {
     return undef;
 }
 
-# /metrics as text
-sub ThrottleTest::Step::scrape {
-    my $res = ThrottleTest::Step::request('GET /metrics');
-    die "GET /metrics: $res->{status}" unless $res->{status} == 200;
-    return $res->{body};
-}
-
 # nginx_throttle_redis_errors_total of backend $backend, kind $kind, in
 # the text of /metrics.
 sub ThrottleTest::Step::errors {
@@ -72,7 +65,7 @@ sub ThrottleTest::Step::error_replies {
 # Returns those: { kind => count }.
 sub ThrottleTest::Step::kinds_are_replies {
     my ($name, $cluster, @kinds) = @_;
-    my $m = ThrottleTest::Step::scrape();
+    my $m = ThrottleTest::Step::metrics_text();
     my $replied = ThrottleTest::Step::error_replies($cluster, @kinds);
     for my $kind (@kinds) {
         Test::More::is(ThrottleTest::Step::errors($m, 'c', lc $kind),
@@ -157,7 +150,7 @@ GET /a.txt => 429
 GET /a.txt x3 => 200
   > X-Key: bob
 perl {
-    my $m = scrape();
+    my $m = metrics_text();
     my $sent = $redis->calls('evalsha') + $redis->calls('eval');
     is(metric($m, 'nginx_throttle_redis_commands_total', backend => 'main'),
        $sent, "$name: commands_total = the EVALSHA/EVAL Redis counted ($sent)");
@@ -242,7 +235,7 @@ perl: $redis[3]->cmd('SCRIPT', 'FLUSH');
 GET /f => 200
   > X-Key: b
 perl {
-    my $m = scrape();
+    my $m = metrics_text();
     my %kind = (closed => 'connect', silent => 'timeout', wrongpw => 'auth',
                 plain => 'tls', flushed => 'noscript');
     for my $b (sort keys %kind) {
@@ -275,14 +268,14 @@ location / { throttle zone=s; }
 GET /a.txt x3 => 200
   > X-Key: alice
 perl {
-    my $before = metric(scrape(), 'nginx_throttle_redis_commands_total',
+    my $before = metric(metrics_text(), 'nginx_throttle_redis_commands_total',
                         backend => 'main');
     ok($before >= 3, "$name: $before scripts before the reload");
     ok(reload(), "$name: reloaded");
     is(request('GET /a.txt', 'X-Key' => 'bob')->{status}, 200,
        "$name: a request after the reload");
     my $sent = $redis->calls('evalsha') + $redis->calls('eval');
-    is(metric(scrape(), 'nginx_throttle_redis_commands_total',
+    is(metric(metrics_text(), 'nginx_throttle_redis_commands_total',
               backend => 'main'),
        $sent, "$name: every script since the start, over the reload ($sent)");
     ok($sent > $before, "$name: and the new one");
@@ -305,7 +298,7 @@ perl {
         is(request('GET /a.txt', 'X-Key' => "key$i")->{status}, 200,
            "$name: key$i");
     }
-    my $m = scrape();
+    my $m = metrics_text();
     # Redis 7 counts a script it answered MOVED among rejected calls
     my $sent = 0;
     for my $node ($cluster->nodes) {
@@ -342,16 +335,16 @@ location / { throttle zone=s; }
 GET /a.txt => 200
   > X-Key: before
 perl {
-    is(metric(scrape(), 'nginx_throttle_redis_errors_total', backend => 's',
+    is(metric(metrics_text(), 'nginx_throttle_redis_errors_total', backend => 's',
               kind => 'failover'), 0, "$name: no failover yet");
     $sentinel->failover;
     my $seen = wait_until(10, sub {
         request('GET /a.txt', 'X-Key' => 'after');
-        metric(scrape(), 'nginx_throttle_redis_errors_total', backend => 's',
+        metric(metrics_text(), 'nginx_throttle_redis_errors_total', backend => 's',
                kind => 'failover') >= 1;
     });
     ok($seen, "$name: the master's change is counted as a failover");
-    my $m = scrape();
+    my $m = metrics_text();
     for my $kind (qw(moved ask clusterdown sentinel failover)) {
         ok(defined metric($m, 'nginx_throttle_redis_errors_total',
                           backend => 's', kind => $kind),
@@ -376,7 +369,7 @@ location / { throttle zone=s; }
 GET /a.txt => 200
   > X-Key: a
 perl {
-    my $m = scrape();
+    my $m = metrics_text();
     ok(metric($m, 'nginx_throttle_redis_errors_total', backend => 's',
               kind => 'sentinel') >= 1, "$name: counted as kind=sentinel")
         or diag($m);
@@ -420,7 +413,7 @@ perl {
     my $replied = error_replies($cluster, qw(CLUSTERDOWN TRYAGAIN));
     cmp_ok($replied->{CLUSTERDOWN}, '>', 0,
            "$name: the nodes answered CLUSTERDOWN ($replied->{CLUSTERDOWN})");
-    is(errors(scrape(), 'c', 'clusterdown'),
+    is(errors(metrics_text(), 'c', 'clusterdown'),
        $replied->{CLUSTERDOWN} + $replied->{TRYAGAIN},
        "$name: kind=clusterdown = the nodes' CLUSTERDOWN and TRYAGAIN replies");
 }
@@ -486,7 +479,7 @@ perl {
     # of its first scripts (round robin), and keeps them: once each has
     # sent 3 scripts, both hold keepalive=3 and the gauge is 2 x 3
     my $open = sub {
-        metric(scrape(), 'nginx_throttle_redis_connections', backend => 'main')
+        metric(metrics_text(), 'nginx_throttle_redis_connections', backend => 'main')
     };
     my $all_open = sub {
         my ($what) = @_;
