@@ -168,11 +168,31 @@ run_blocks();
 
 __DATA__
 
+Shared by the blocks below (t/lib/ThrottleTest/Blocks.pm, SHARED BY THE
+BLOCKS OF A FILE): @redis_main, the Redis backend "main" of a
+block with one Redis; and the server{} of a block with none of its own:
+zone z limits /a.txt and /b.txt, /b.txt with throttle_on_error deny,
+its $throttle_status as X-Status.
+
+--- @redis_main
+throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+
+--- config
+add_header X-Status $throttle_status always;
+location = /a.txt {
+    throttle zone=z;
+}
+location = /b.txt {
+    throttle zone=z;
+    throttle_on_error deny;
+}
+
+
 === TEST 1: local and strict zones of each algorithm answer alike; Redis then holds what was admitted
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=l_fw:1m rate=3r/h burst=1 algorithm=fixed_window;
 throttle_zone $http_x_key zone=s_fw:1m rate=3r/h burst=1 algorithm=fixed_window redis=main;
 throttle_zone $http_x_key zone=l_sw:1m rate=3r/h burst=1 algorithm=sliding_window;
@@ -249,7 +269,7 @@ perl {
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=fw:1m rate=3r/h burst=0 algorithm=fixed_window redis=main;
 throttle_zone $http_x_key zone=sw:1m rate=3r/h burst=0 algorithm=sliding_window redis=main;
 throttle_zone $http_x_key zone=sl:1m rate=3r/h burst=0 algorithm=sliding_log redis=main;
@@ -327,7 +347,7 @@ perl {
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=fw:1m rate=1r/s burst=0 algorithm=fixed_window redis=main;
 throttle_zone $http_x_key zone=sl:1m rate=1r/s burst=0 algorithm=sliding_log redis=main;
 --- config
@@ -435,7 +455,7 @@ perl {
 --- redis
 redis: slowlog-log-slower-than 0; slowlog-max-len 10000
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=fw:1m rate=10r/h burst=0 algorithm=fixed_window redis=main;
 throttle_zone $http_x_key zone=sw:1m rate=10r/h burst=0 algorithm=sliding_window redis=main;
 throttle_zone $http_x_key zone=sl:1m rate=10r/h burst=0 algorithm=sliding_log redis=main;
@@ -490,15 +510,6 @@ redis
 # machine does not turn a decision into an error
 throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT timeout=1s connect_timeout=100ms;
 throttle_zone $http_x_key zone=z:1m rate=5r/h burst=0 algorithm=fixed_window redis=main;
---- config
-add_header X-Status $throttle_status always;
-location = /a.txt {
-    throttle zone=z;
-}
-location = /b.txt {
-    throttle zone=z;
-    throttle_on_error deny;
-}
 --- requests
 GET /a.txt x2 => 200
   > X-Key: k
@@ -549,15 +560,6 @@ redis
 # seen to add 0.4 s to one, 1.7 s to 10 at once.
 throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT timeout=300ms connect_timeout=100ms;
 throttle_zone $http_x_key zone=z:1m rate=5r/h burst=0 algorithm=sliding_window redis=main;
---- config
-add_header X-Status $throttle_status always;
-location = /a.txt {
-    throttle zone=z;
-}
-location = /b.txt {
-    throttle zone=z;
-    throttle_on_error deny;
-}
 --- requests
 GET /a.txt => 200
   > X-Key: before
@@ -602,15 +604,6 @@ redis
 # machine does not turn a decision into an error
 throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT timeout=1s connect_timeout=100ms;
 throttle_zone $http_x_key zone=z:1m rate=5r/h burst=0 algorithm=sliding_log redis=main;
---- config
-add_header X-Status $throttle_status always;
-location = /a.txt {
-    throttle zone=z;
-}
-location = /b.txt {
-    throttle zone=z;
-    throttle_on_error deny;
-}
 --- requests
 GET /a.txt => 200
   > X-Key: k
@@ -648,7 +641,7 @@ GET /a.txt => 200 poll 3
 --- redis
 redis: slowlog-log-slower-than 0; slowlog-max-len 10000
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=sw:1m rate=3r/h burst=0 algorithm=sliding_window redis=main;
 throttle_zone $http_x_key zone=g:1m rate=1r/m burst=0 redis=main;
 --- config

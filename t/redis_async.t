@@ -383,11 +383,19 @@ run_blocks();
 
 __DATA__
 
+Shared by the blocks below (t/lib/ThrottleTest/Blocks.pm, SHARED BY THE
+BLOCKS OF A FILE): @redis_main, the Redis backend "main" of a block
+with one Redis.
+
+--- @redis_main
+throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+
+
 === TEST 1: one node: decided at once as a local zone; one sync carries the 10 units; the key is {zone:shard}-tagged and holds the TAT
 --- redis
 redis: slowlog-log-slower-than 0; slowlog-max-len 10000
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=reply:1m rate=1r/m burst=9 redis=main sync=async;
 throttle_zone $http_x_key zone=loc:1m rate=1r/m burst=9;
 --- config
@@ -801,7 +809,7 @@ in sync with Redis again
 --- redis
 redis: slowlog-log-slower-than 0; slowlog-max-len 10000
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=z:1m rate=1r/m burst=9 redis=main sync=async;
 --- config
 add_header X-Gen 1 always;
@@ -822,7 +830,7 @@ perl {
 GET /a.txt x2 => 200
   > X-Key: late
 --- reload_http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=z:1m rate=1r/m burst=9 redis=main sync=async sync_interval=50ms;
 --- reload_config
 add_header X-Gen 2 always;
@@ -967,7 +975,7 @@ cannot sync with Redis
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=z:1m rate=1r/m burst=9 redis=main sync=async sync_interval=60s;
 --- config
 location / {
@@ -996,7 +1004,7 @@ cannot sync with Redis
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=idle:1m rate=60r/m burst=0 redis=main sync=async;
 --- config
 location / {
@@ -1049,7 +1057,7 @@ perl {
 --- redis
 redis: slowlog-log-slower-than 0; slowlog-max-len 10000
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=many:4m rate=1r/m burst=9 redis=main sync=async sync_interval=1s;
 --- config
 add_header X-Status $throttle_status always;
@@ -1097,7 +1105,7 @@ perl {
 --- redis
 redis: slowlog-log-slower-than 0; slowlog-max-len 10000
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=fast:1m rate=1r/m burst=9 redis=main sync=async sync_interval=10ms;
 throttle_zone $http_x_key zone=slow:1m rate=1r/m burst=9 redis=main sync=async sync_interval=60s;
 --- config
@@ -1143,7 +1151,7 @@ perl {
 --- redis
 redis: slowlog-log-slower-than 0; slowlog-max-len 10000
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=asy:1m rate=1r/m burst=9 redis=main sync=async;
 throttle_zone $http_x_key zone=loc:1m rate=1r/m burst=0;
 throttle_zone $http_x_key zone=str:1m rate=1r/m burst=0 redis=main;

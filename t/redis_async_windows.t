@@ -250,6 +250,14 @@ run_blocks();
 
 __DATA__
 
+Shared by the blocks below (t/lib/ThrottleTest/Blocks.pm, SHARED BY THE
+BLOCKS OF A FILE): @redis_main, the Redis backend "main" of a block
+with one Redis.
+
+--- @redis_main
+throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+
+
 === TEST 1: Redis killed: requests decided at once by the zone; Redis back on the same port: the units admitted meanwhile reach it, exactly
 --- redis
 redis: slowlog-log-slower-than 0; slowlog-max-len 10000
@@ -334,7 +342,7 @@ perl {
 --- redis
 redis: slowlog-log-slower-than 0; slowlog-max-len 10000
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=fw:1m rate=2r/s burst=0 algorithm=fixed_window redis=main sync=async;
 throttle_zone $http_x_key zone=sw:1m rate=2r/s burst=0 algorithm=sliding_window redis=main sync=async;
 --- config
@@ -408,7 +416,7 @@ perl {
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=fw:1m rate=5r/s burst=0 algorithm=fixed_window redis=main sync=async sync_interval=50ms;
 throttle_zone $http_x_key zone=sw:1m rate=5r/s burst=0 algorithm=sliding_window redis=main sync=async sync_interval=50ms;
 --- config
@@ -451,7 +459,7 @@ perl {
 --- redis
 redis: slowlog-log-slower-than 0; slowlog-max-len 10000
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=many:4m rate=10r/h burst=0 algorithm=sliding_window redis=main sync=async sync_interval=1s;
 --- config
 add_header X-Status $throttle_status always;

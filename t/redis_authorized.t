@@ -265,11 +265,19 @@ run_blocks();
 
 __DATA__
 
+Shared by the blocks below (t/lib/ThrottleTest/Blocks.pm, SHARED BY THE
+BLOCKS OF A FILE): @redis_main, the Redis backend "main" of a block
+with one Redis.
+
+--- @redis_main
+throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+
+
 === TEST 1: strict, authorized: 3 of 5 per user whichever token, a refused token costs nothing; Redis holds what was admitted
 --- redis
 redis
 --- http_config auth_backend
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $uid zone=u:1m rate=1r/m burst=2 redis=main;
 --- config behind_auth
 add_header X-Status $throttle_status always;
@@ -341,7 +349,7 @@ perl {
 --- redis
 redis
 --- http_config auth_backend
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $remote_addr zone=client:1m rate=1r/m burst=9 redis=main;
 --- config behind_auth
 add_header X-Status $throttle_status always;
@@ -381,7 +389,7 @@ perl {
 --- redis
 redis
 --- http_config auth_backend
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $uid zone=gcra:1m rate=1r/m burst=2 redis=main;
 throttle_zone $uid zone=fixed_window:1m rate=1r/d burst=2 algorithm=fixed_window redis=main;
 throttle_zone $uid zone=sliding_window:1m rate=1r/d burst=2 algorithm=sliding_window redis=main;
@@ -602,7 +610,7 @@ perl {
 --- redis
 redis
 --- http_config auth_backend
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_client zone=client:1m rate=1r/m burst=2 redis=main;
 throttle_zone $uid zone=u:1m rate=1r/m burst=1 redis=main;
 --- config behind_auth
@@ -660,7 +668,7 @@ perl {
 --- redis
 redis
 --- http_config auth_backend
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $uid zone=u:1m rate=1r/m burst=2 redis=main;
 --- config behind_auth
 location /files/ {

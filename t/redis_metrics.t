@@ -133,15 +133,21 @@ sub ThrottleTest::Step::redis_clients_by_worker {
 
 __DATA__
 
+Shared by the blocks below (t/lib/ThrottleTest/Blocks.pm, SHARED BY THE
+BLOCKS OF A FILE): the server{} of a block with none of its own:
+zone s on every location, and the metrics at /metrics.
+
+--- config
+location = /metrics { throttle_metrics; }
+location / { throttle zone=s; }
+
+
 === TEST 1: scripts sent, round trips and connections as Redis saw them
 --- redis
 redis
 --- http_config
 throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT keepalive=2;
 throttle_zone $http_x_key zone=s:1m rate=10r/m burst=4 redis=main;
---- config
-location = /metrics { throttle_metrics; }
-location / { throttle zone=s; }
 --- requests
 GET /a.txt x5 => 200
   > X-Key: alice
@@ -261,9 +267,6 @@ redis
 --- http_config
 throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
 throttle_zone $http_x_key zone=s:1m rate=10r/m burst=4 redis=main;
---- config
-location = /metrics { throttle_metrics; }
-location / { throttle zone=s; }
 --- requests
 GET /a.txt x3 => 200
   > X-Key: alice
@@ -289,9 +292,6 @@ cluster
 --- http_config
 throttle_redis c cluster=$TEST_REDIS_CLUSTER;
 throttle_zone $http_x_key zone=s:1m rate=10r/m burst=4 redis=c;
---- config
-location = /metrics { throttle_metrics; }
-location / { throttle zone=s; }
 --- requests
 perl {
     for my $i (1 .. 12) {
@@ -328,9 +328,6 @@ sentinel
 --- http_config
 throttle_redis s sentinel=$TEST_REDIS_SENTINELS master=$TEST_REDIS_MASTER_NAME;
 throttle_zone $http_x_key zone=s:1m rate=10r/m burst=100 redis=s;
---- config
-location = /metrics { throttle_metrics; }
-location / { throttle zone=s; }
 --- requests
 GET /a.txt => 200
   > X-Key: before
@@ -362,9 +359,6 @@ sentinel
 --- http_config
 throttle_redis s sentinel=$TEST_REDIS_SENTINELS master=nosuch;
 throttle_zone $http_x_key zone=s:1m rate=10r/m redis=s;
---- config
-location = /metrics { throttle_metrics; }
-location / { throttle zone=s; }
 --- requests
 GET /a.txt => 200
   > X-Key: a

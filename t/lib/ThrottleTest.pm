@@ -50,7 +50,9 @@ that do the work (C<perldoc t/lib/ThrottleTest/Blocks.pm>...):
 
 =item ThrottleTest::Blocks
 
-SECTIONS: what a block may have, and how a block runs.
+SECTIONS: what a block may have, and how a block runs. SHARED BY THE
+BLOCKS OF A FILE: a file's default configuration sections and its
+C<@NAME> fragments, before its first block.
 
 =item ThrottleTest::Nginx
 
