@@ -477,7 +477,7 @@ perl {
 
 
 
-=== TEST 8: sliding_window 10r/s: the previous second weighs by the time left of it; every header follows the spec's doubles
+=== TEST 8: sliding_window 10r/s: the previous second weighs by the time left of it; every header as t/lib/SlidingWindow.pm computes it, in the same doubles
 --- http_config
 throttle_zone $http_x_key zone=sw:1m rate=10r/s algorithm=sliding_window;
 --- config

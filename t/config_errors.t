@@ -7,9 +7,17 @@ run_blocks();
 
 __DATA__
 
-=== TEST 1: unknown zone in throttle
+Shared by the blocks below (t/lib/ThrottleTest/Blocks.pm, SHARED BY THE
+BLOCKS OF A FILE): the http{} of a block with none of its own, zone z,
+for the throttle lines of a block to name. Its rate never matters: every
+block that takes it expects nginx -t to fail, and what it says is about
+a line of the block's own.
+
 --- http_config
 throttle_zone $http_x_key zone=z:1m rate=1r/m;
+
+
+=== TEST 1: unknown zone in throttle
 --- config
 location / {
     throttle zone=nope;
@@ -132,8 +140,6 @@ shared memory zone "z" is already declared for a different use
 
 
 === TEST 15: cost=abc
---- http_config
-throttle_zone $http_x_key zone=z:1m rate=1r/m;
 --- config
 location / {
     throttle zone=z cost=abc;
@@ -144,8 +150,6 @@ invalid cost "abc" in "throttle"
 
 
 === TEST 16: cost=-1
---- http_config
-throttle_zone $http_x_key zone=z:1m rate=1r/m;
 --- config
 location / {
     throttle zone=z cost=-1;
@@ -282,8 +286,6 @@ throttle_zone $http_x_key rate=1r/m;
 
 
 === TEST 29: throttle without zone=
---- http_config
-throttle_zone $http_x_key zone=z:1m rate=1r/m;
 --- config
 throttle cost=1;
 --- must_die
@@ -308,8 +310,6 @@ throttle_zone $http_x_key zone=z:1m rate=1r/m sync=async;
 
 
 === TEST 32: the same zone twice in one location
---- http_config
-throttle_zone $http_x_key zone=z:1m rate=1r/m;
 --- config
 location / {
     throttle zone=z;
@@ -329,8 +329,6 @@ invalid parameter "window=1m" in "throttle_zone"
 
 
 === TEST 34: unknown parameter in throttle
---- http_config
-throttle_zone $http_x_key zone=z:1m rate=1r/m;
 --- config
 throttle zone=z nodelay;
 --- must_die
@@ -392,8 +390,6 @@ GET /a.txt x3 => 200
 
 
 === TEST 39: phase= that is neither preaccess nor authorized
---- http_config
-throttle_zone $http_x_key zone=z:1m rate=1r/m;
 --- config
 location / {
     throttle zone=z phase=bogus;
@@ -405,8 +401,6 @@ invalid parameter "phase=bogus" in "throttle": use phase=preaccess (before acces
 
 
 === TEST 40: phase= with no value
---- http_config
-throttle_zone $http_x_key zone=z:1m rate=1r/m;
 --- config
 location / {
     throttle zone=z phase=;
@@ -417,8 +411,6 @@ invalid parameter "phase=" in "throttle": use phase=preaccess (before access che
 
 
 === TEST 41: the same zone in both phases of one block
---- http_config
-throttle_zone $http_x_key zone=z:1m rate=1r/m;
 --- config
 location / {
     throttle zone=z;
@@ -430,8 +422,6 @@ duplicate "throttle" for zone "z" in the same block
 
 
 === TEST 42: the same zone in both phases of one block, authorized first
---- http_config
-throttle_zone $http_x_key zone=z:1m rate=1r/m;
 --- config
 throttle zone=z phase=authorized;
 throttle zone=z phase=preaccess;
@@ -441,8 +431,6 @@ duplicate "throttle" for zone "z" in the same block
 
 
 === TEST 43: five parameters: zone=, cost=, phase= and delay= are all there is
---- http_config
-throttle_zone $http_x_key zone=z:1m rate=1r/m;
 --- config
 location / {
     throttle zone=z cost=1 phase=authorized delay=1 cost=2;
@@ -603,8 +591,6 @@ zone "w" has "algorithm=sliding_log", which cannot space requests out
 
 
 === TEST 57: throttle_api without zones=
---- http_config
-throttle_zone $http_x_key zone=z:1m rate=1r/m;
 --- config
 location = /throttle {
     throttle_api;
@@ -615,8 +601,6 @@ location = /throttle {
 
 
 === TEST 58: throttle_api with another parameter
---- http_config
-throttle_zone $http_x_key zone=z:1m rate=1r/m;
 --- config
 location = /throttle {
     throttle_api zone=z;
@@ -627,8 +611,6 @@ invalid parameter "zone=z" in "throttle_api": unknown
 
 
 === TEST 59: throttle_api naming a zone that no throttle_zone defines
---- http_config
-throttle_zone $http_x_key zone=z:1m rate=1r/m;
 --- config
 location = /throttle {
     throttle_api zones=z,nope;
@@ -640,8 +622,6 @@ unknown zone "nope" in "throttle_api" directive
 
 
 === TEST 60: throttle_api naming a zone twice
---- http_config
-throttle_zone $http_x_key zone=z:1m rate=1r/m;
 --- config
 location = /throttle {
     throttle_api zones=z,z;
@@ -652,8 +632,6 @@ invalid parameter "zones=z,z" in "throttle_api": zone "z" is named twice
 
 
 === TEST 61: throttle_api with an empty list
---- http_config
-throttle_zone $http_x_key zone=z:1m rate=1r/m;
 --- config
 location = /throttle {
     throttle_api zones=;
@@ -664,8 +642,6 @@ invalid parameter "zones=" in "throttle_api": no zone is named
 
 
 === TEST 62: throttle_api with an empty name in the list
---- http_config
-throttle_zone $http_x_key zone=z:1m rate=1r/m;
 --- config
 location = /throttle {
     throttle_api zones=z,;
@@ -676,8 +652,6 @@ invalid parameter "zones=z," in "throttle_api": a zone name is empty
 
 
 === TEST 63: throttle_api in a server block
---- http_config
-throttle_zone $http_x_key zone=z:1m rate=1r/m;
 --- config
 throttle_api zones=z;
 --- must_die
@@ -695,8 +669,6 @@ throttle_api zones=z;
 
 
 === TEST 65: throttle_api twice in a location
---- http_config
-throttle_zone $http_x_key zone=z:1m rate=1r/m;
 --- config
 location = /throttle {
     throttle_api zones=z;

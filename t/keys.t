@@ -7,14 +7,20 @@ run_blocks();
 
 __DATA__
 
-=== TEST 1: a 64 KiB key is limited like any key; one differing in its last byte is another key
---- http_config
-large_client_header_buffers 4 128k;
-throttle_zone $http_x_key zone=z:1m rate=1r/m burst=1;
+Shared by the blocks below (t/lib/ThrottleTest/Blocks.pm, SHARED BY THE
+BLOCKS OF A FILE): the server{} of a block with none of its own:
+zone z on every location.
+
 --- config
 location / {
     throttle zone=z;
 }
+
+
+=== TEST 1: a 64 KiB key is limited like any key; one differing in its last byte is another key
+--- http_config
+large_client_header_buffers 4 128k;
+throttle_zone $http_x_key zone=z:1m rate=1r/m burst=1;
 --- requests eval
 my $k1 = 'k' x 65536;
 my $k2 = ('k' x 65535) . 'l';
@@ -45,10 +51,6 @@ END
 === TEST 2: keys around the 255-byte inline limit are all distinct
 --- http_config
 throttle_zone $http_x_key zone=z:1m rate=1r/m burst=1;
---- config
-location / {
-    throttle zone=z;
-}
 --- requests eval
 my $out = '';
 # 255 bytes is stored as is, 256 and more as a digest
@@ -68,10 +70,6 @@ $out;
 === TEST 3: keys are compared as bytes: case and UTF-8 matter
 --- http_config
 throttle_zone $http_x_key zone=z:1m rate=1r/m;
---- config
-location / {
-    throttle zone=z;
-}
 --- requests
 GET /a.txt => 200
   > X-Key: alice
@@ -91,10 +89,6 @@ GET /a.txt => 429
 === TEST 4: $binary_remote_addr as the key
 --- http_config
 throttle_zone $binary_remote_addr zone=z:1m rate=1r/m burst=1;
---- config
-location / {
-    throttle zone=z;
-}
 --- requests
 GET /a.txt => 200
   RateLimit: "z";r=1;t=60
@@ -221,10 +215,6 @@ GET /a.txt => 429
 === TEST 8: a full zone evicts its least recently used keys and warns
 --- http_config
 throttle_zone $http_x_key zone=z:32k rate=1r/d;
---- config
-location / {
-    throttle zone=z;
-}
 --- requests eval
 my $out = "GET /a.txt => 200\n  > X-Key: k0\n";
 $out .= "keepalive {\n";

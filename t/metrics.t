@@ -26,14 +26,6 @@ our $VERSION = module_version();
 # ---------------------------------------------------------------------------
 # Helpers (perl steps call them as main::name)
 
-# The samples of GET /metrics (Prometheus::parse); dies unless it is a 200.
-sub scrape {
-    my $res = ThrottleTest::Step::request('GET /metrics');
-    die 'GET /metrics: ' . ($res->{status} // $res->{error}) . "\n"
-        unless ($res->{status} // 0) == 200;
-    return Prometheus::parse($res->{body});
-}
-
 # One test per series: its value.
 sub metrics_are {
     my ($name, $samples, $want) = @_;
@@ -103,7 +95,7 @@ GET /b.txt x4 => 429
   > X-Key: alice
 GET /a.txt x3 => 200
 perl {
-    my $m = main::scrape();
+    my $m = metrics();
     main::counts_are($name, $m, 'reply',
                      requests => { passed => 16, rejected => 4 },
                      units    => { passed => 16, rejected => 8 });
@@ -167,7 +159,7 @@ location = /metrics {
 GET /a.txt x5 => 200
   > X-Key: k
 perl {
-    main::counts_are($name, main::scrape(), 'z',
+    main::counts_are($name, metrics(), 'z',
                      requests => { passed => 2, rejected_dry_run => 3 },
                      units    => { passed => 2, rejected => 3 });
 }
@@ -195,7 +187,7 @@ GET /a.txt x2 => 200
 GET /a.txt x3 => 429
 GET /b.txt => 200
 perl {
-    my $m = main::scrape();
+    my $m = metrics();
     main::counts_are($name, $m, 'a',
                      requests => { passed => 2, rejected => 3 },
                      units    => { passed => 2, rejected => 3 });
@@ -240,7 +232,7 @@ GET /a.txt x2 => 429
 GET /b.txt => 200
 GET /b.txt x2 => 429
 perl {
-    my $m = main::scrape();
+    my $m = metrics();
     main::counts_are($name, $m, 'pre',
                      requests => { passed => 2, rejected => 2 },
                      units    => { passed => 2, rejected => 2 });
@@ -304,7 +296,7 @@ location = /metrics {
 --- requests
 GET /a.txt x3 => 200
 perl {
-    my $m = main::scrape();
+    my $m = metrics();
     main::counts_are($name, $m, $_,
                      requests => { passed => 3 }, units => { passed => 3 })
         for qw(kept resized gone);
@@ -324,7 +316,7 @@ location = /metrics {
 }
 --- requests_after_reload
 perl {
-    my $m = main::scrape();
+    my $m = metrics();
     main::counts_are($name, $m, 'kept',
                      requests => { passed => 3 }, units => { passed => 3 });
     main::counts_are($name, $m, $_) for qw(resized fresh);
@@ -338,7 +330,7 @@ perl {
 }
 GET /a.txt => 200
 perl {
-    my $m = main::scrape();
+    my $m = metrics();
     main::counts_are($name, $m, 'kept',
                      requests => { passed => 4 }, units => { passed => 4 });
     main::counts_are($name, $m, $_,
@@ -362,7 +354,7 @@ location = /metrics {
 perl {
     is_deeply(main::one_each('GET /a.txt', 'user-', 400), { 200 => 400 },
               "$name: 400 keys pass");
-    my $m = main::scrape();
+    my $m = metrics();
     my $keys = $m->{'nginx_throttle_zone_keys{zone="small"}'};
     my $live = $m->{'nginx_throttle_zone_evictions_total{zone="small",state="live"}'};
     cmp_ok($live, '>', 0, "$name: $live live keys evicted");
@@ -399,11 +391,11 @@ perl {
     # (200 ms each)
     main::one_each('GET /a.txt', 'u', 300);
     sleep 0.3;
-    my $before = main::scrape();
+    my $before = metrics();
     # keys of another slab size need pages the short ones hold
     my $long = 'L' x 300;
     my $sent = main::one_each('GET /a.txt', $long, 10);
-    my $m = main::scrape();
+    my $m = metrics();
     my $evicted = $m->{$drained} - $before->{$drained};
     cmp_ok($evicted, '>', 0, "$name: $evicted expired keys evicted");
     is($m->{$live}, $before->{$live}, "$name: no live key evicted");
@@ -438,7 +430,7 @@ GET /a.txt x3 => 200
 GET /b.txt x2 => 429
   > X-Key: k
 perl {
-    my $m = main::scrape();
+    my $m = metrics();
     main::counts_are($name, $m, 'z',
                      requests => { error_allowed => 3, error_denied => 2 });
     main::metrics_are($name, $m, {
@@ -479,7 +471,7 @@ perl {
 GET /a.txt => 200
   > X-Key: alice
 perl {
-    my $m = main::scrape();
+    my $m = metrics();
     main::counts_are($name, $m, 'z',
                      requests => { passed => 1, rejected => 4 },
                      units    => { passed => 1, rejected => 4 });
@@ -508,10 +500,10 @@ GET /a.txt => 200
   > X-Key: k
 perl {
     my $runs = 'nginx_throttle_sync_runs_total{zone="z",result="ok"}';
-    ok(wait_until(5, sub { main::scrape()->{$runs} == 2 }),
+    ok(wait_until(5, sub { metrics()->{$runs} == 2 }),
        "$name: two syncs");
     sleep 0.3;    # and no third one
-    my $m = main::scrape();
+    my $m = metrics();
     main::metrics_are($name, $m, {
         $runs => 2,
         'nginx_throttle_sync_runs_total{zone="z",result="failed"}' => 0,
@@ -548,12 +540,12 @@ GET /a.txt => 200
 perl {
     my $failed = 'nginx_throttle_sync_runs_total{zone="z",result="failed"}';
     my $pending = 'nginx_throttle_sync_pending_units{zone="z"}';
-    ok(wait_until(5, sub { main::scrape()->{$failed} >= 1 }),
+    ok(wait_until(5, sub { metrics()->{$failed} >= 1 }),
        "$name: a sync failed");
     sleep 1;
     # a sync in flight holds the units a moment: poll
     my $m;
-    ok(wait_until(5, sub { $m = main::scrape(); $m->{$pending} == 3 }),
+    ok(wait_until(5, sub { $m = metrics(); $m->{$pending} == 3 }),
        "$name: 3 units pending") or diag(explain $m);
     my $lag = $m->{'nginx_throttle_sync_lag_seconds{zone="z"}'};
     # (nginx's clock is the monotonic one, ours the wall clock: 10 ms of
@@ -591,7 +583,7 @@ perl {
               "$name: 400 keys pass");
     my $m;
     my $settled = sub {
-        $m = main::scrape();
+        $m = metrics();
         my $evicted = $m->{'nginx_throttle_zone_evictions_total{zone="z",state="live"}'};
         return $evicted > 0
             && $m->{'nginx_throttle_sync_lost_units_total{zone="z"}'} == $evicted
@@ -624,7 +616,7 @@ location = /metrics {
 parallel 8 /a.txt => 200 x6, 429 x2
   > X-Key: k
 perl {
-    main::counts_are($name, main::scrape(), 'z',
+    main::counts_are($name, metrics(), 'z',
                      requests => { passed => 3, delayed => 3, rejected => 2 },
                      units    => { passed => 6, rejected => 2 });
 }
@@ -649,7 +641,7 @@ location = /metrics {
 # would refuse the last 2, which then charge neither zone
 GET /a.txt x5 => 200
 perl {
-    my $m = main::scrape();
+    my $m = metrics();
     main::counts_are($name, $m, 'a',
                      requests => { passed => 1, delayed_dry_run => 4 },
                      units    => { passed => 3 });

@@ -24,14 +24,6 @@ our $RULES = "$FindBin::Bin/../docs/prometheus-rules.yml";
 # ---------------------------------------------------------------------------
 # Helpers (perl steps call them as main::name)
 
-# GET /metrics: its text; dies unless it is a 200.
-sub metrics_text {
-    my $res = ThrottleTest::Step::request('GET /metrics');
-    die 'GET /metrics: ' . ($res->{status} // $res->{error}) . "\n"
-        unless ($res->{status} // 0) == 200;
-    return $res->{body};
-}
-
 # The families of a text, in order, each once: "# TYPE" lines, then the
 # names of the samples; dies when a family's samples are not all under its
 # own TYPE line.
@@ -86,9 +78,9 @@ GET /a.txt x2 => 429
   > X-Key: k
 perl {
     my $runs = 'nginx_throttle_sync_runs_total{zone="async",result="ok"}';
-    ok(wait_until(5, sub { Prometheus::parse(main::metrics_text())->{$runs} >= 1 }),
+    ok(wait_until(5, sub { metrics()->{$runs} >= 1 }),
        "$name: the async zone synced");
-    my $text = main::metrics_text();
+    my $text = metrics_text();
     my ($rc, $out) = Prometheus::promtool_check($text);
     is($rc, 0, "$name: promtool check metrics exits 0");
     is($out, '', "$name: and prints nothing (no error, no warning)");
@@ -138,7 +130,7 @@ perl {
     is($rc, 0, "$name: promtool check rules accepts the rules")
         or diag($out);
 
-    my $sent = Prometheus::parse(main::metrics_text());
+    my $sent = metrics();
     my $prometheus = Prometheus->start(target => "127.0.0.1:$nginx->{port}",
                                        metrics_path => '/metrics',
                                        rules => $main::RULES);

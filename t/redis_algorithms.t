@@ -31,30 +31,23 @@ use FindBin;
 use Test::More;
 use Time::HiRes qw(sleep time);
 
+use Clock qw(hour_guard);
+use RedisChecks qw(all_expire);
+use Responses qw(hdr);
 use ThrottleTest;
 
 require_redis_module();
 
 # ---------------------------------------------------------------------------
-# Helpers (perl steps call them as main::name)
+# Helpers (perl steps call them as main::name; hour_guard, all_expire and
+# hdr come from t/lib: Clock.pm, RedisChecks.pm, Responses.pm)
 
 our %SHORT = (fixed_window => 'fw', sliding_window => 'sw', sliding_log => 'sl');
 our @ALGORITHMS = qw(fixed_window sliding_window sliding_log);
 
 # SHA1 of src/scripts/NAME.lua, as the module sends it with EVALSHA.
-our %SHA = map { ($_ => sha1_hex(RedisServer::script_source($_))) }
+our %SHA = map { ($_ => RedisServer::script_sha($_)) }
     map { ($_, "${_}_refund") } @ALGORITHMS, 'gcra';
-
-# Sleeps past the next turn of the hour if it is due within $secs: a block
-# that counts units must not see its window turn.
-sub hour_guard {
-    my ($secs) = @_;
-    my $left = 3600 - (time() - 3600 * int(time() / 3600));
-    if ($left < $secs) {
-        note(sprintf 'waiting %.1f s for the hour to turn', $left + 0.5);
-        sleep($left + 0.5);
-    }
-}
 
 # "zone", r and t of a RateLimit field (undef when absent or malformed).
 sub ratelimit {
@@ -62,8 +55,6 @@ sub ratelimit {
     my $v = $res->{headers}{ratelimit}[0] // '';
     return $v =~ /^"([^"]+)";r=(\d+);t=(\d+)$/ ? ($1, $2, $3) : ();
 }
-
-sub hdr { my ($res, $h) = @_; return $res->{headers}{ lc $h }[0] }
 
 sub show {
     my ($res) = @_;
@@ -146,14 +137,6 @@ sub holds {
     }
 }
 
-# Every key in Redis has a TTL (PTTL > 0: never -1, no key kept forever).
-sub all_expire {
-    my ($redis, $label) = @_;
-    my @keys = $redis->keys_matching('*');
-    my @bad = grep { my $t = $redis->cmd('PTTL', $_); !($t > 0) && "$_ ($t)" } @keys;
-    is("@bad", '', "$label: all " . scalar(@keys) . ' keys in Redis have a TTL');
-}
-
 # Loads every script the module may send, so that nothing is answered
 # NOSCRIPT (counts of EVALSHA are then the commands nginx sent, each run).
 sub load_scripts {
@@ -185,11 +168,31 @@ run_blocks();
 
 __DATA__
 
+Shared by the blocks below (t/lib/ThrottleTest/Blocks.pm, SHARED BY THE
+BLOCKS OF A FILE): @redis_main, the Redis backend "main" of a
+block with one Redis; and the server{} of a block with none of its own:
+zone z limits /a.txt and /b.txt, /b.txt with throttle_on_error deny,
+its $throttle_status as X-Status.
+
+--- @redis_main
+throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+
+--- config
+add_header X-Status $throttle_status always;
+location = /a.txt {
+    throttle zone=z;
+}
+location = /b.txt {
+    throttle zone=z;
+    throttle_on_error deny;
+}
+
+
 === TEST 1: local and strict zones of each algorithm answer alike; Redis then holds what was admitted
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=l_fw:1m rate=3r/h burst=1 algorithm=fixed_window;
 throttle_zone $http_x_key zone=s_fw:1m rate=3r/h burst=1 algorithm=fixed_window redis=main;
 throttle_zone $http_x_key zone=l_sw:1m rate=3r/h burst=1 algorithm=sliding_window;
@@ -266,7 +269,7 @@ perl {
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=fw:1m rate=3r/h burst=0 algorithm=fixed_window redis=main;
 throttle_zone $http_x_key zone=sw:1m rate=3r/h burst=0 algorithm=sliding_window redis=main;
 throttle_zone $http_x_key zone=sl:1m rate=3r/h burst=0 algorithm=sliding_log redis=main;
@@ -344,7 +347,7 @@ perl {
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=fw:1m rate=1r/s burst=0 algorithm=fixed_window redis=main;
 throttle_zone $http_x_key zone=sl:1m rate=1r/s burst=0 algorithm=sliding_log redis=main;
 --- config
@@ -452,7 +455,7 @@ perl {
 --- redis
 redis: slowlog-log-slower-than 0; slowlog-max-len 10000
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=fw:1m rate=10r/h burst=0 algorithm=fixed_window redis=main;
 throttle_zone $http_x_key zone=sw:1m rate=10r/h burst=0 algorithm=sliding_window redis=main;
 throttle_zone $http_x_key zone=sl:1m rate=10r/h burst=0 algorithm=sliding_log redis=main;
@@ -507,15 +510,6 @@ redis
 # machine does not turn a decision into an error
 throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT timeout=1s connect_timeout=100ms;
 throttle_zone $http_x_key zone=z:1m rate=5r/h burst=0 algorithm=fixed_window redis=main;
---- config
-add_header X-Status $throttle_status always;
-location = /a.txt {
-    throttle zone=z;
-}
-location = /b.txt {
-    throttle zone=z;
-    throttle_on_error deny;
-}
 --- requests
 GET /a.txt x2 => 200
   > X-Key: k
@@ -566,15 +560,6 @@ redis
 # seen to add 0.4 s to one, 1.7 s to 10 at once.
 throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT timeout=300ms connect_timeout=100ms;
 throttle_zone $http_x_key zone=z:1m rate=5r/h burst=0 algorithm=sliding_window redis=main;
---- config
-add_header X-Status $throttle_status always;
-location = /a.txt {
-    throttle zone=z;
-}
-location = /b.txt {
-    throttle zone=z;
-    throttle_on_error deny;
-}
 --- requests
 GET /a.txt => 200
   > X-Key: before
@@ -619,15 +604,6 @@ redis
 # machine does not turn a decision into an error
 throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT timeout=1s connect_timeout=100ms;
 throttle_zone $http_x_key zone=z:1m rate=5r/h burst=0 algorithm=sliding_log redis=main;
---- config
-add_header X-Status $throttle_status always;
-location = /a.txt {
-    throttle zone=z;
-}
-location = /b.txt {
-    throttle zone=z;
-    throttle_on_error deny;
-}
 --- requests
 GET /a.txt => 200
   > X-Key: k
@@ -665,7 +641,7 @@ GET /a.txt => 200 poll 3
 --- redis
 redis: slowlog-log-slower-than 0; slowlog-max-len 10000
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=sw:1m rate=3r/h burst=0 algorithm=sliding_window redis=main;
 throttle_zone $http_x_key zone=g:1m rate=1r/m burst=0 redis=main;
 --- config

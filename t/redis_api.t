@@ -38,11 +38,19 @@ run_blocks();
 
 __DATA__
 
+Shared by the blocks below (t/lib/ThrottleTest/Blocks.pm, SHARED BY THE
+BLOCKS OF A FILE): @redis_main, the Redis backend "main" of a block
+with one Redis.
+
+--- @redis_main
+throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+
+
 === TEST 1: strict: Redis decides each check with one script; HTTP requests and API calls share the key in Redis
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_user_id zone=reply:1m rate=1r/m burst=2 redis=main;
 --- config
 location / {
@@ -103,7 +111,7 @@ GET /a.txt => 200
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_user_id zone=reply:1m rate=1r/m burst=2 redis=main;
 throttle_zone $http_x_user_id zone=once:1m rate=1r/d redis=main;
 --- config
@@ -139,7 +147,7 @@ perl {
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_user_id zone=reply:1m rate=1r/m burst=4 redis=main
               sync=async sync_interval=50ms;
 --- config
@@ -179,7 +187,7 @@ perl {
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_user_id zone=reply:1m rate=1r/h burst=39 redis=main;
 throttle_zone $http_x_user_id zone=wide:1m rate=1r/h burst=1000 redis=main;
 --- config
@@ -198,7 +206,7 @@ perl: main::one_funnel($name, 'alice', 40, 80);
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_user_id zone=reply:1m rate=1r/h burst=39 redis=main
               sync=async sync_interval=20ms;
 throttle_zone $http_x_user_id zone=wide:1m rate=1r/h burst=1000 redis=main

@@ -32,27 +32,26 @@
 use strict;
 use warnings;
 
-use Digest::SHA qw(sha1_hex sha256_hex);
+use Digest::SHA ();
 use POSIX ();
 use FindBin;
 use IO::Socket::INET;
 use Test::More;
 use Time::HiRes qw(sleep time);
 
+use RedisChecks qw(async_key);
 use RedisServer;
+use Responses qw(hdr status_of fmt_counts);
 use ThrottleTest;
 
 require_redis_module();
 
 our $SYNC_SCRIPT = RedisServer::script_source('gcra_sync');
-our $SYNC_SHA = sha1_hex($SYNC_SCRIPT);
+our $SYNC_SHA = RedisServer::script_sha('gcra_sync');
 
 # ---------------------------------------------------------------------------
-# Helpers (perl steps call them as main::name)
-
-# An async zone's key in Redis, under the default prefix:
-# "throttle:{<zone>:<shard>}:<key>".
-sub async_key { RedisServer::async_key('throttle:', @_) }
+# Helpers (perl steps call them as main::name; async_key, hdr, status_of
+# and fmt_counts come from t/lib: RedisChecks.pm, Responses.pm)
 
 # How many units a key's TAT is ahead of Redis's clock: (value - TIME) / T,
 # T in ms; undef when the key is not there.
@@ -148,17 +147,8 @@ sub distinct_keys {
     return \%out;
 }
 
-sub fmt_counts {
-    my ($h) = @_;
-    return join ', ', map { "$_ x$h->{$_}" } sort keys %$h;
-}
-
 # ---------------------------------------------------------------------------
 # Two nginx instances, one Redis, one async zone
-
-sub hdr { my ($res, $h) = @_; return $res->{headers}{ lc $h }[0] }
-
-sub status_of { $_[0]{status} // "error: " . ($_[0]{error} // '?') }
 
 sub two_nodes {
     my $redis = RedisServer->start(conf => ['slowlog-log-slower-than 0',
@@ -188,19 +178,10 @@ SERVER
     # call there is one that ran
     $redis->cmd('SCRIPT', 'LOAD', $SYNC_SCRIPT);
 
-    my @nodes;
-    my $ok = eval {
-        @nodes = map { start_instance(%conf) } 1 .. 2;
-        two_nodes_tests($redis, @nodes);
-        1;
-    };
-    unless ($ok) {
-        fail('two nodes: the tests ran to the end');
-        diag($@);
-    }
-
-    for my $i (0 .. $#nodes) {
-        my $log = stop_instance($nodes[$i]);
+    my @logs = with_instances('two nodes', 2, \%conf,
+                              sub { two_nodes_tests($redis, @_) });
+    for my $i (0 .. $#logs) {
+        my $log = $logs[$i];
         my $n = $i ? 'B' : 'A';
         unlike($log, qr/exited on signal|\[alert\]|\[crit\]/,
                "two nodes: node $n: no crash, alert or crit in error.log");
@@ -402,11 +383,19 @@ run_blocks();
 
 __DATA__
 
+Shared by the blocks below (t/lib/ThrottleTest/Blocks.pm, SHARED BY THE
+BLOCKS OF A FILE): @redis_main, the Redis backend "main" of a block
+with one Redis.
+
+--- @redis_main
+throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+
+
 === TEST 1: one node: decided at once as a local zone; one sync carries the 10 units; the key is {zone:shard}-tagged and holds the TAT
 --- redis
 redis: slowlog-log-slower-than 0; slowlog-max-len 10000
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=reply:1m rate=1r/m burst=9 redis=main sync=async;
 throttle_zone $http_x_key zone=loc:1m rate=1r/m burst=9;
 --- config
@@ -820,7 +809,7 @@ in sync with Redis again
 --- redis
 redis: slowlog-log-slower-than 0; slowlog-max-len 10000
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=z:1m rate=1r/m burst=9 redis=main sync=async;
 --- config
 add_header X-Gen 1 always;
@@ -841,7 +830,7 @@ perl {
 GET /a.txt x2 => 200
   > X-Key: late
 --- reload_http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=z:1m rate=1r/m burst=9 redis=main sync=async sync_interval=50ms;
 --- reload_config
 add_header X-Gen 2 always;
@@ -986,7 +975,7 @@ cannot sync with Redis
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=z:1m rate=1r/m burst=9 redis=main sync=async sync_interval=60s;
 --- config
 location / {
@@ -1015,7 +1004,7 @@ cannot sync with Redis
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=idle:1m rate=60r/m burst=0 redis=main sync=async;
 --- config
 location / {
@@ -1068,7 +1057,7 @@ perl {
 --- redis
 redis: slowlog-log-slower-than 0; slowlog-max-len 10000
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=many:4m rate=1r/m burst=9 redis=main sync=async sync_interval=1s;
 --- config
 add_header X-Status $throttle_status always;
@@ -1116,7 +1105,7 @@ perl {
 --- redis
 redis: slowlog-log-slower-than 0; slowlog-max-len 10000
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=fast:1m rate=1r/m burst=9 redis=main sync=async sync_interval=10ms;
 throttle_zone $http_x_key zone=slow:1m rate=1r/m burst=9 redis=main sync=async sync_interval=60s;
 --- config
@@ -1162,7 +1151,7 @@ perl {
 --- redis
 redis: slowlog-log-slower-than 0; slowlog-max-len 10000
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=asy:1m rate=1r/m burst=9 redis=main sync=async;
 throttle_zone $http_x_key zone=loc:1m rate=1r/m burst=0;
 throttle_zone $http_x_key zone=str:1m rate=1r/m burst=0 redis=main;

@@ -25,59 +25,32 @@
 use strict;
 use warnings;
 
-use Digest::SHA ();
 use FindBin;
 use IO::Socket::INET;
 use Test::More;
 use Time::HiRes qw(sleep time);
 
+use Clock qw(minute_guard);
+use RedisChecks qw(async_key all_expire);
 use RedisServer;
+use Responses qw(hdr status_of fmt_counts);
 use ThrottleTest;
 
 require_redis_module();
 
 # ---------------------------------------------------------------------------
-# Helpers (perl steps call them as main::name)
-
-# An async zone's key in Redis, under the default prefix:
-# "throttle:{<zone>:<shard>}:<key>".
-sub async_key { RedisServer::async_key('throttle:', @_) }
+# Helpers (perl steps call them as main::name; async_key, all_expire,
+# minute_guard, hdr, status_of and fmt_counts come from t/lib:
+# RedisChecks.pm, Clock.pm, Responses.pm)
 
 our %SHORT = (fixed_window => 'fw', sliding_window => 'sw');
 our %FIELD = (fixed_window => 'n', sliding_window => 'c');
-
-# Sleeps until second 1 of the next minute unless $need seconds are left
-# in this one (and it is past second 0.5): the minute windows counted
-# then stay the same for $need seconds.
-sub minute_guard {
-    my ($need) = @_;
-    my $into = time() - 60 * int(time() / 60);
-    if ($into < 0.5 || $into > 60 - $need) {
-        my $wait = 61 - $into;
-        $wait -= 60 if $wait > 60;
-        note(sprintf 'waiting %.1f s for the minute to turn', $wait);
-        sleep($wait);
-    }
-}
-
-sub script_source { RedisServer::script_source($_[0]) }
-
-sub script_sha { Digest::SHA::sha1_hex(script_source($_[0])) }
-
-sub hdr { my ($res, $h) = @_; return $res->{headers}{ lc $h }[0] }
-
-sub status_of { $_[0]{status} // "error: " . ($_[0]{error} // '?') }
 
 # r= of a RateLimit field, or the field itself when it has none.
 sub r_of {
     my ($res) = @_;
     my $v = hdr($res, 'RateLimit') // '(none)';
     return $v =~ /;r=(\d+);/ ? $1 : $v;
-}
-
-sub fmt_counts {
-    my ($h) = @_;
-    return join ', ', map { "$_ x$h->{$_}" } sort keys %$h;
 }
 
 # The window hash of an async key: { w, n } or { w, p, c }; {} if absent.
@@ -119,14 +92,6 @@ sub holds_window {
        . " ($pttl ms)");
 }
 
-# Every key in Redis has a TTL (PTTL > 0: never -1, no key kept forever).
-sub all_expire {
-    my ($redis, $label) = @_;
-    my @keys = $redis->keys_matching('*');
-    my @bad = grep { my $t = $redis->cmd('PTTL', $_); !($t > 0) && "$_ ($t)" } @keys;
-    is("@bad", '', "$label: all " . scalar(@keys) . ' keys in Redis have a TTL');
-}
-
 # ---------------------------------------------------------------------------
 # Two nginx instances, one Redis, one async zone per algorithm
 
@@ -153,21 +118,13 @@ location /sw0/ { alias \$TEST_NGINX_HTML_DIR/; throttle zone=sw cost=0; }
 SERVER
     );
 
-    my @nodes;
-    my $ok = eval {
-        @nodes = map { start_instance(%conf) } 1 .. 2;
+    my @logs = with_instances('two nodes', 2, \%conf, sub {
         # both parts here and the next block's count in minute windows
         minute_guard(20);
-        two_nodes_tests($redis, @nodes);
-        1;
-    };
-    unless ($ok) {
-        fail('two nodes: the tests ran to the end');
-        diag($@);
-    }
-
-    for my $i (0 .. $#nodes) {
-        my $log = stop_instance($nodes[$i]);
+        two_nodes_tests($redis, @_);
+    });
+    for my $i (0 .. $#logs) {
+        my $log = $logs[$i];
         my $n = $i ? 'B' : 'A';
         unlike($log, qr/exited on signal|\[alert\]|\[crit\]/,
                "two nodes: node $n: no crash, alert or crit in error.log");
@@ -293,6 +250,14 @@ run_blocks();
 
 __DATA__
 
+Shared by the blocks below (t/lib/ThrottleTest/Blocks.pm, SHARED BY THE
+BLOCKS OF A FILE): @redis_main, the Redis backend "main" of a block
+with one Redis.
+
+--- @redis_main
+throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+
+
 === TEST 1: Redis killed: requests decided at once by the zone; Redis back on the same port: the units admitted meanwhile reach it, exactly
 --- redis
 redis: slowlog-log-slower-than 0; slowlog-max-len 10000
@@ -377,7 +342,7 @@ perl {
 --- redis
 redis: slowlog-log-slower-than 0; slowlog-max-len 10000
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=fw:1m rate=2r/s burst=0 algorithm=fixed_window redis=main sync=async;
 throttle_zone $http_x_key zone=sw:1m rate=2r/s burst=0 algorithm=sliding_window redis=main sync=async;
 --- config
@@ -451,7 +416,7 @@ perl {
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=fw:1m rate=5r/s burst=0 algorithm=fixed_window redis=main sync=async sync_interval=50ms;
 throttle_zone $http_x_key zone=sw:1m rate=5r/s burst=0 algorithm=sliding_window redis=main sync=async sync_interval=50ms;
 --- config
@@ -494,7 +459,7 @@ perl {
 --- redis
 redis: slowlog-log-slower-than 0; slowlog-max-len 10000
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=many:4m rate=10r/h burst=0 algorithm=sliding_window redis=main sync=async sync_interval=1s;
 --- config
 add_header X-Status $throttle_status always;
@@ -507,8 +472,8 @@ perl {
     # units to p
     my $left = 3600 - (time() - 3600 * int(time() / 3600));
     sleep($left + 0.5) if $left < 10;
-    my $sha = main::script_sha('sliding_window_sync');
-    is($redis->cmd('SCRIPT', 'LOAD', main::script_source('sliding_window_sync')), $sha,
+    my $sha = RedisServer::script_sha('sliding_window_sync');
+    is($redis->cmd('SCRIPT', 'LOAD', RedisServer::script_source('sliding_window_sync')), $sha,
        "$name: sliding_window_sync.lua's SHA1");
     my (%st, %x);
     for my $batch (0 .. 5) {

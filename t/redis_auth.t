@@ -9,17 +9,23 @@ run_blocks();
 
 __DATA__
 
+Shared by the blocks below (t/lib/ThrottleTest/Blocks.pm, SHARED BY THE
+BLOCKS OF A FILE): the server{} of a block with none of its own:
+zone z on every location, its $throttle_status as X-Status.
+
+--- config
+location / {
+    throttle zone=z;
+    add_header X-Status $throttle_status always;
+}
+
+
 === TEST 1: an ACL user: username=alice password=secret
 --- redis
 redis: user alice on >secret ~* &* +@all; user default off
 --- http_config
 throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT username=alice password=secret;
 throttle_zone $http_x_key zone=z:1m rate=1r/m burst=1 redis=main;
---- config
-location / {
-    throttle zone=z;
-    add_header X-Status $throttle_status always;
-}
 --- requests
 GET /a.txt => 200
   > X-Key: k
@@ -80,11 +86,6 @@ redis: requirepass s3cret
 --- http_config
 throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT password=s3cret;
 throttle_zone $http_x_key zone=z:1m rate=1r/m burst=0 redis=main;
---- config
-location / {
-    throttle zone=z;
-    add_header X-Status $throttle_status always;
-}
 --- requests
 GET /a.txt => 200
   > X-Key: k
@@ -105,11 +106,6 @@ redis: requirepass s3cret
 --- http_config
 throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT password=nope timeout=100ms;
 throttle_zone $http_x_key zone=z:1m rate=1r/m burst=0 redis=main;
---- config
-location / {
-    throttle zone=z;
-    add_header X-Status $throttle_status always;
-}
 --- requests
 GET /a.txt x3 => 200
   > X-Key: k
@@ -212,11 +208,6 @@ redis
 --- http_config
 throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT database=99 timeout=100ms;
 throttle_zone $http_x_key zone=z:1m rate=1r/m burst=1 redis=main;
---- config
-location / {
-    throttle zone=z;
-    add_header X-Status $throttle_status always;
-}
 --- requests
 GET /a.txt x2 => 200
   > X-Key: k

@@ -39,6 +39,7 @@ use Time::HiRes qw(sleep time);
 
 use Processes qw(read_file);
 use RedisServer;
+use Responses qw(status_of count_statuses);
 use ThrottleTest;
 
 require_redis_module();
@@ -134,9 +135,8 @@ sub units_held {
 }
 
 # ---------------------------------------------------------------------------
-# Requests that wait: written now, read later
-
-sub status_of { $_[0]{status} // "error: " . ($_[0]{error} // '?') }
+# Requests that wait: written now, read later (status_of and
+# count_statuses come from t/lib/Responses.pm)
 
 # Opens a connection to $env per request and writes each request ([uri,
 # bearer token]) without reading; returns the sockets, for
@@ -180,13 +180,6 @@ sub read_responses {
         }
     }
     return @res;
-}
-
-# { status => how many responses had it }
-sub count_statuses {
-    my %count;
-    $count{ status_of($_) }++ for @_;
-    return \%count;
 }
 
 # ---------------------------------------------------------------------------
@@ -272,11 +265,19 @@ run_blocks();
 
 __DATA__
 
+Shared by the blocks below (t/lib/ThrottleTest/Blocks.pm, SHARED BY THE
+BLOCKS OF A FILE): @redis_main, the Redis backend "main" of a block
+with one Redis.
+
+--- @redis_main
+throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+
+
 === TEST 1: strict, authorized: 3 of 5 per user whichever token, a refused token costs nothing; Redis holds what was admitted
 --- redis
 redis
 --- http_config auth_backend
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $uid zone=u:1m rate=1r/m burst=2 redis=main;
 --- config behind_auth
 add_header X-Status $throttle_status always;
@@ -348,7 +349,7 @@ perl {
 --- redis
 redis
 --- http_config auth_backend
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $remote_addr zone=client:1m rate=1r/m burst=9 redis=main;
 --- config behind_auth
 add_header X-Status $throttle_status always;
@@ -388,7 +389,7 @@ perl {
 --- redis
 redis
 --- http_config auth_backend
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $uid zone=gcra:1m rate=1r/m burst=2 redis=main;
 throttle_zone $uid zone=fixed_window:1m rate=1r/d burst=2 algorithm=fixed_window redis=main;
 throttle_zone $uid zone=sliding_window:1m rate=1r/d burst=2 algorithm=sliding_window redis=main;
@@ -609,7 +610,7 @@ perl {
 --- redis
 redis
 --- http_config auth_backend
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_client zone=client:1m rate=1r/m burst=2 redis=main;
 throttle_zone $uid zone=u:1m rate=1r/m burst=1 redis=main;
 --- config behind_auth
@@ -667,7 +668,7 @@ perl {
 --- redis
 redis
 --- http_config auth_backend
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $uid zone=u:1m rate=1r/m burst=2 redis=main;
 --- config behind_auth
 location /files/ {

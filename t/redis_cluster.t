@@ -33,7 +33,8 @@ use Time::HiRes qw(sleep time);
 use Processes qw(children_of);
 use RedisCluster;
 use ThrottleTest;
-use ClusterTraffic qw(keys_on_master at_once tally hour_guard no_crash
+use Clock qw(hour_guard);
+use ClusterTraffic qw(keys_on_master at_once tally no_crash
                       traffic_around show part burst_is_exact);
 use Failover qw(when_true steady_rounds back_after median worst);
 

@@ -26,7 +26,8 @@ use Test::More;
 
 use RedisCluster;
 use ThrottleTest;
-use ClusterTraffic qw(keys_on_master hour_guard no_crash part burst_is_exact);
+use Clock qw(hour_guard);
+use ClusterTraffic qw(keys_on_master no_crash part burst_is_exact);
 
 require_redis_module();
 

@@ -40,11 +40,19 @@ run_blocks();
 
 __DATA__
 
+Shared by the blocks below (t/lib/ThrottleTest/Blocks.pm, SHARED BY THE
+BLOCKS OF A FILE): @redis_main, the Redis backend "main" of a block
+with one Redis.
+
+--- @redis_main
+throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+
+
 === TEST 1: strict: Redis's answers hold requests back as a local zone does, delay=2 and delay=0
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=local:1m rate=10r/s burst=5;
 throttle_zone $http_x_key zone=strict:1m rate=10r/s burst=5 redis=main;
 throttle_zone $http_x_key zone=local0:1m rate=10r/s burst=5;
@@ -76,7 +84,7 @@ perl {
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=local:1m rate=10r/s burst=5;
 throttle_zone $http_x_key zone=async:1m rate=10r/s burst=5 redis=main sync=async sync_interval=100ms;
 --- config
@@ -97,7 +105,7 @@ perl {
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=s1:1m rate=10r/s burst=5 redis=main;
 throttle_zone $http_x_key zone=l1:1m rate=10r/s burst=5;
 throttle_zone $http_x_key zone=s2:1m rate=10r/s burst=5 redis=main;
@@ -137,7 +145,7 @@ perl {
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=z:1m rate=1r/m burst=5 redis=main;
 log_format delay '$uri $status $request_time $throttle_status';
 --- config
@@ -172,7 +180,7 @@ GET /a.txt => 200
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=z:1m rate=5r/s burst=5 redis=main;
 --- config
 location / {

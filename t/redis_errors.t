@@ -14,6 +14,17 @@ run_blocks();
 
 __DATA__
 
+Shared by the blocks below (t/lib/ThrottleTest/Blocks.pm, SHARED BY THE
+BLOCKS OF A FILE): the server{} of a block with none of its own:
+zone z limits /a.txt, its $throttle_status as X-Status.
+
+--- config
+add_header X-Status $throttle_status always;
+location = /a.txt {
+    throttle zone=z;
+}
+
+
 === TEST 1: connection refused: allow, deny, deny with another status; answered at once
 --- redis
 closed
@@ -212,11 +223,6 @@ closed
 --- http_config
 throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT timeout=100ms connect_timeout=100ms;
 throttle_zone $http_x_key zone=z:1m rate=1r/m burst=0 redis=main;
---- config
-add_header X-Status $throttle_status always;
-location = /a.txt {
-    throttle zone=z;
-}
 --- requests
 perl {
     my $f = flood(2.5, 4, 'GET /a.txt', 'k');
@@ -235,11 +241,6 @@ redis
 --- http_config
 throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT timeout=100ms connect_timeout=100ms;
 throttle_zone $http_x_key zone=z:1m rate=1r/m burst=0 redis=main;
---- config
-add_header X-Status $throttle_status always;
-location = /a.txt {
-    throttle zone=z;
-}
 --- requests
 GET /a.txt => 200
   > X-Key: warm
@@ -403,11 +404,6 @@ redis: user bob on >pw ~* &* +@all -@scripting
 --- http_config
 throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT username=bob password=pw timeout=100ms;
 throttle_zone $http_x_key zone=z:1m rate=1r/m burst=0 redis=main;
---- config
-add_header X-Status $throttle_status always;
-location = /a.txt {
-    throttle zone=z;
-}
 --- requests
 perl {
     my $f = flood(2.5, 4, 'GET /a.txt', 'k');
@@ -426,11 +422,6 @@ fake silent
 --- http_config
 throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
 throttle_zone $http_x_key zone=z:1m rate=1r/m burst=0 redis=main;
---- config
-add_header X-Status $throttle_status always;
-location = /a.txt {
-    throttle zone=z;
-}
 --- requests
 perl {
     my $res = request('/a.txt', 'X-Key' => 'first');
@@ -449,11 +440,6 @@ redis
 --- http_config
 throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT timeout=2s;
 throttle_zone $http_x_key zone=z:1m rate=1r/m burst=9 redis=main;
---- config
-add_header X-Status $throttle_status always;
-location = /a.txt {
-    throttle zone=z;
-}
 --- requests
 GET /a.txt => 200
   > X-Key: warm
@@ -530,11 +516,6 @@ redis: timeout 1
 # busy machine, makes it an error
 throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT timeout=1s;
 throttle_zone $http_x_key zone=z:1m rate=1r/m burst=9 redis=main;
---- config
-add_header X-Status $throttle_status always;
-location = /a.txt {
-    throttle zone=z;
-}
 --- requests
 GET /a.txt => 200
   > X-Key: k
@@ -570,11 +551,6 @@ redis
 # busy machine, makes it an error
 throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT timeout=1s;
 throttle_zone $http_x_key zone=z:1m rate=1r/m burst=9 redis=main;
---- config
-add_header X-Status $throttle_status always;
-location = /a.txt {
-    throttle zone=z;
-}
 --- requests
 GET /a.txt => 200
   > X-Key: k
@@ -600,11 +576,6 @@ redis
 --- http_config
 throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT timeout=1s;
 throttle_zone $http_x_key zone=z:1m rate=1r/m burst=9 redis=main;
---- config
-add_header X-Status $throttle_status always;
-location = /a.txt {
-    throttle zone=z;
-}
 --- requests
 GET /a.txt => 200
   > X-Key: warm
@@ -648,11 +619,6 @@ redis
 --- http_config
 throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT timeout=100ms connect_timeout=100ms;
 throttle_zone $http_x_key zone=z:1m rate=1r/m burst=0 redis=main;
---- config
-add_header X-Status $throttle_status always;
-location = /a.txt {
-    throttle zone=z;
-}
 --- requests
 GET /a.txt => 200
   > X-Key: k
@@ -678,11 +644,6 @@ redis
 --- http_config
 throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT timeout=100ms connect_timeout=100ms;
 throttle_zone $http_x_key zone=z:1m rate=1r/m burst=9 redis=main;
---- config
-add_header X-Status $throttle_status always;
-location = /a.txt {
-    throttle zone=z;
-}
 --- requests
 GET /a.txt => 200
   > X-Key: warm
@@ -717,11 +678,6 @@ fake huge
 --- http_config
 throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT timeout=100ms;
 throttle_zone $http_x_key zone=z:1m rate=1r/m burst=0 redis=main;
---- config
-add_header X-Status $throttle_status always;
-location = /a.txt {
-    throttle zone=z;
-}
 --- requests
 GET /a.txt x3 => 200
   > X-Key: k

@@ -11,11 +11,19 @@ run_blocks();
 
 __DATA__
 
+Shared by the blocks below (t/lib/ThrottleTest/Blocks.pm, SHARED BY THE
+BLOCKS OF A FILE): @redis_main, the Redis backend "main" of a block
+with one Redis.
+
+--- @redis_main
+throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+
+
 === TEST 1: index redirect (/dir/ -> /dir/index.html) counts once (strict)
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone k zone=z:1m rate=1r/m burst=1 redis=main;
 --- config
 location / {
@@ -37,7 +45,7 @@ GET /dir/ => 429
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone k zone=z:1m rate=1r/m burst=1 redis=main;
 --- config
 location / {
@@ -60,7 +68,7 @@ GET /missing.txt => 429
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone k zone=z:1m rate=1r/m burst=1 redis=main;
 --- config
 location /t/ {
@@ -86,7 +94,7 @@ GET /t/nothing => 429
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone k zone=z:1m rate=1r/m burst=0 redis=main;
 --- user_files
 >>> errors/429.html
@@ -111,7 +119,7 @@ rewrite or internal redirection cycle
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone k zone=z:1m rate=1r/m burst=0 redis=main;
 --- user_files
 >>> page.html
@@ -139,7 +147,7 @@ GET /lim/a.txt => 429
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone k zone=z:1m rate=1r/m burst=1 redis=main;
 --- config
 location /front/ {
@@ -172,7 +180,7 @@ GET /front/x => 429
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone k zone=z:1m rate=1r/m burst=9 redis=main;
 --- config
 location / {
@@ -196,7 +204,7 @@ perl {
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone k zone=z:1m rate=1r/m burst=2 redis=main;
 --- config
 location / {
@@ -225,7 +233,7 @@ GET /a.txt => 429
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone k zone=minute:1m rate=1r/m burst=0 redis=main;
 throttle_zone k zone=hour:1m rate=1r/h burst=0 redis=main;
 --- config
@@ -249,7 +257,7 @@ GET /a.txt => 429
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone k zone=z:1m rate=1r/m burst=9 redis=main;
 --- config
 location / {
@@ -279,7 +287,7 @@ perl {
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=z:1m rate=1r/m burst=0 redis=main;
 --- config
 location / {
@@ -304,7 +312,7 @@ my $k2 = 'x' x 3999 . 'y';
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=z:1m rate=1r/d burst=26000 redis=main;
 --- config
 location = /a.txt {
@@ -338,7 +346,7 @@ perl {
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=z:1m rate=1r/m burst=4 redis=main;
 --- config
 location / {

@@ -36,13 +36,6 @@ sub ThrottleTest::Step::metric {
     return undef;
 }
 
-# /metrics as text
-sub ThrottleTest::Step::scrape {
-    my $res = ThrottleTest::Step::request('GET /metrics');
-    die "GET /metrics: $res->{status}" unless $res->{status} == 200;
-    return $res->{body};
-}
-
 # nginx_throttle_redis_errors_total of backend $backend, kind $kind, in
 # the text of /metrics.
 sub ThrottleTest::Step::errors {
@@ -72,7 +65,7 @@ sub ThrottleTest::Step::error_replies {
 # Returns those: { kind => count }.
 sub ThrottleTest::Step::kinds_are_replies {
     my ($name, $cluster, @kinds) = @_;
-    my $m = ThrottleTest::Step::scrape();
+    my $m = ThrottleTest::Step::metrics_text();
     my $replied = ThrottleTest::Step::error_replies($cluster, @kinds);
     for my $kind (@kinds) {
         Test::More::is(ThrottleTest::Step::errors($m, 'c', lc $kind),
@@ -140,15 +133,21 @@ sub ThrottleTest::Step::redis_clients_by_worker {
 
 __DATA__
 
+Shared by the blocks below (t/lib/ThrottleTest/Blocks.pm, SHARED BY THE
+BLOCKS OF A FILE): the server{} of a block with none of its own:
+zone s on every location, and the metrics at /metrics.
+
+--- config
+location = /metrics { throttle_metrics; }
+location / { throttle zone=s; }
+
+
 === TEST 1: scripts sent, round trips and connections as Redis saw them
 --- redis
 redis
 --- http_config
 throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT keepalive=2;
 throttle_zone $http_x_key zone=s:1m rate=10r/m burst=4 redis=main;
---- config
-location = /metrics { throttle_metrics; }
-location / { throttle zone=s; }
 --- requests
 GET /a.txt x5 => 200
   > X-Key: alice
@@ -157,7 +156,7 @@ GET /a.txt => 429
 GET /a.txt x3 => 200
   > X-Key: bob
 perl {
-    my $m = scrape();
+    my $m = metrics_text();
     my $sent = $redis->calls('evalsha') + $redis->calls('eval');
     is(metric($m, 'nginx_throttle_redis_commands_total', backend => 'main'),
        $sent, "$name: commands_total = the EVALSHA/EVAL Redis counted ($sent)");
@@ -242,7 +241,7 @@ perl: $redis[3]->cmd('SCRIPT', 'FLUSH');
 GET /f => 200
   > X-Key: b
 perl {
-    my $m = scrape();
+    my $m = metrics_text();
     my %kind = (closed => 'connect', silent => 'timeout', wrongpw => 'auth',
                 plain => 'tls', flushed => 'noscript');
     for my $b (sort keys %kind) {
@@ -268,21 +267,18 @@ redis
 --- http_config
 throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
 throttle_zone $http_x_key zone=s:1m rate=10r/m burst=4 redis=main;
---- config
-location = /metrics { throttle_metrics; }
-location / { throttle zone=s; }
 --- requests
 GET /a.txt x3 => 200
   > X-Key: alice
 perl {
-    my $before = metric(scrape(), 'nginx_throttle_redis_commands_total',
+    my $before = metric(metrics_text(), 'nginx_throttle_redis_commands_total',
                         backend => 'main');
     ok($before >= 3, "$name: $before scripts before the reload");
     ok(reload(), "$name: reloaded");
     is(request('GET /a.txt', 'X-Key' => 'bob')->{status}, 200,
        "$name: a request after the reload");
     my $sent = $redis->calls('evalsha') + $redis->calls('eval');
-    is(metric(scrape(), 'nginx_throttle_redis_commands_total',
+    is(metric(metrics_text(), 'nginx_throttle_redis_commands_total',
               backend => 'main'),
        $sent, "$name: every script since the start, over the reload ($sent)");
     ok($sent > $before, "$name: and the new one");
@@ -296,16 +292,13 @@ cluster
 --- http_config
 throttle_redis c cluster=$TEST_REDIS_CLUSTER;
 throttle_zone $http_x_key zone=s:1m rate=10r/m burst=4 redis=c;
---- config
-location = /metrics { throttle_metrics; }
-location / { throttle zone=s; }
 --- requests
 perl {
     for my $i (1 .. 12) {
         is(request('GET /a.txt', 'X-Key' => "key$i")->{status}, 200,
            "$name: key$i");
     }
-    my $m = scrape();
+    my $m = metrics_text();
     # Redis 7 counts a script it answered MOVED among rejected calls
     my $sent = 0;
     for my $node ($cluster->nodes) {
@@ -335,23 +328,20 @@ sentinel
 --- http_config
 throttle_redis s sentinel=$TEST_REDIS_SENTINELS master=$TEST_REDIS_MASTER_NAME;
 throttle_zone $http_x_key zone=s:1m rate=10r/m burst=100 redis=s;
---- config
-location = /metrics { throttle_metrics; }
-location / { throttle zone=s; }
 --- requests
 GET /a.txt => 200
   > X-Key: before
 perl {
-    is(metric(scrape(), 'nginx_throttle_redis_errors_total', backend => 's',
+    is(metric(metrics_text(), 'nginx_throttle_redis_errors_total', backend => 's',
               kind => 'failover'), 0, "$name: no failover yet");
     $sentinel->failover;
     my $seen = wait_until(10, sub {
         request('GET /a.txt', 'X-Key' => 'after');
-        metric(scrape(), 'nginx_throttle_redis_errors_total', backend => 's',
+        metric(metrics_text(), 'nginx_throttle_redis_errors_total', backend => 's',
                kind => 'failover') >= 1;
     });
     ok($seen, "$name: the master's change is counted as a failover");
-    my $m = scrape();
+    my $m = metrics_text();
     for my $kind (qw(moved ask clusterdown sentinel failover)) {
         ok(defined metric($m, 'nginx_throttle_redis_errors_total',
                           backend => 's', kind => $kind),
@@ -369,14 +359,11 @@ sentinel
 --- http_config
 throttle_redis s sentinel=$TEST_REDIS_SENTINELS master=nosuch;
 throttle_zone $http_x_key zone=s:1m rate=10r/m redis=s;
---- config
-location = /metrics { throttle_metrics; }
-location / { throttle zone=s; }
 --- requests
 GET /a.txt => 200
   > X-Key: a
 perl {
-    my $m = scrape();
+    my $m = metrics_text();
     ok(metric($m, 'nginx_throttle_redis_errors_total', backend => 's',
               kind => 'sentinel') >= 1, "$name: counted as kind=sentinel")
         or diag($m);
@@ -420,7 +407,7 @@ perl {
     my $replied = error_replies($cluster, qw(CLUSTERDOWN TRYAGAIN));
     cmp_ok($replied->{CLUSTERDOWN}, '>', 0,
            "$name: the nodes answered CLUSTERDOWN ($replied->{CLUSTERDOWN})");
-    is(errors(scrape(), 'c', 'clusterdown'),
+    is(errors(metrics_text(), 'c', 'clusterdown'),
        $replied->{CLUSTERDOWN} + $replied->{TRYAGAIN},
        "$name: kind=clusterdown = the nodes' CLUSTERDOWN and TRYAGAIN replies");
 }
@@ -486,7 +473,7 @@ perl {
     # of its first scripts (round robin), and keeps them: once each has
     # sent 3 scripts, both hold keepalive=3 and the gauge is 2 x 3
     my $open = sub {
-        metric(scrape(), 'nginx_throttle_redis_connections', backend => 'main')
+        metric(metrics_text(), 'nginx_throttle_redis_connections', backend => 'main')
     };
     my $all_open = sub {
         my ($what) = @_;

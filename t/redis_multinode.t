@@ -9,6 +9,7 @@ use warnings;
 
 use Test::More;
 use RedisServer;
+use Responses qw(status_of);
 use ThrottleTest;
 
 require_redis_module();
@@ -33,8 +34,6 @@ SERVER
 
 my @nodes = map { start_instance(%conf) } 1 .. 2;
 isnt($nodes[0]{port}, $nodes[1]{port}, 'two nginx instances on their own ports');
-
-sub status_of { $_[0]{status} // "error: $_[0]{error}" }
 
 # 40 requests alternating between the two nodes: exactly 10 pass
 {

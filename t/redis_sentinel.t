@@ -26,7 +26,8 @@ use Time::HiRes qw(sleep time);
 use Processes qw(children_of free_port);
 use RedisSentinel;
 use ThrottleTest;
-use ClusterTraffic qw(at_once tally hour_guard no_crash traffic_around
+use Clock qw(hour_guard);
+use ClusterTraffic qw(at_once tally no_crash traffic_around
                       show part burst_is_exact);
 use Failover qw(when_announced steady_rounds back_after median worst);
 

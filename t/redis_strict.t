@@ -14,11 +14,26 @@ run_blocks();
 
 __DATA__
 
+Shared by the blocks below (t/lib/ThrottleTest/Blocks.pm, SHARED BY THE
+BLOCKS OF A FILE): @redis_main, the Redis backend "main" of a block with
+one Redis; and the server{} of a block with none of its own: zone z on
+every location, its $throttle_status as X-Status.
+
+--- @redis_main
+throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+
+--- config
+location / {
+    throttle zone=z;
+    add_header X-Status $throttle_status always;
+}
+
+
 === TEST 1: Redis decides: burst+1 pass, then 429, exact headers and variables
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=reply:1m rate=1r/m burst=2 redis=main;
 --- config
 location / {
@@ -81,13 +96,8 @@ perl {
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=z:1m rate=1r/m burst=2 redis=main;
---- config
-location / {
-    throttle zone=z;
-    add_header X-Status $throttle_status always;
-}
 --- requests
 perl {
     my $now = $redis->time_us;
@@ -114,7 +124,7 @@ GET /a.txt => 200
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=z:1m rate=1r/m burst=9 redis=main;
 --- config
 location / {
@@ -141,13 +151,8 @@ X-Pid >= 2
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=z:1m rate=1r/m burst=0 redis=main;
---- config
-location / {
-    throttle zone=z;
-    add_header X-Status $throttle_status always;
-}
 --- requests
 GET /a.txt => 200
   > X-Key: flood
@@ -191,13 +196,8 @@ perl {
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=z:1m rate=1r/s burst=0 redis=main;
---- config
-location / {
-    throttle zone=z;
-    add_header X-Status $throttle_status always;
-}
 --- requests
 GET /a.txt => 200
   > X-Key: k
@@ -228,7 +228,7 @@ perl {
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=z:1m rate=1r/m burst=4 redis=main;
 --- config
 location = /a.txt {
@@ -270,13 +270,8 @@ perl {
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=z:1m rate=1r/m burst=0 redis=main;
---- config
-location / {
-    throttle zone=z;
-    add_header X-Status $throttle_status always;
-}
 --- requests
 GET /a.txt x5 => 200
   X-Status: PASSED
@@ -292,7 +287,7 @@ perl {
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone k zone=a:1m rate=1r/m burst=1 redis=main;
 throttle_zone k zone=b:1m rate=1r/m burst=9 redis=main;
 --- config
@@ -334,7 +329,7 @@ throttled by zone "b"
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone k zone=strict:1m rate=1r/m burst=1 redis=main;
 throttle_zone k zone=local:1m rate=1r/m burst=9;
 --- config
@@ -358,7 +353,7 @@ GET /b.txt => 200
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone k zone=local:1m rate=1r/m burst=1;
 throttle_zone k zone=strict:1m rate=1r/m burst=9 redis=main;
 --- config
@@ -382,7 +377,7 @@ GET /b.txt => 200
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_a zone=a:1m rate=1r/m burst=1 redis=main;
 throttle_zone $http_x_b zone=b:1m rate=1r/m burst=1 redis=main;
 --- config
@@ -441,7 +436,7 @@ perl {
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=z:1m rate=1r/m burst=0 redis=main;
 --- config
 location / {
@@ -479,7 +474,7 @@ GET /a.txt => 200
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone k zone=z:1m rate=1r/m burst=0 redis=main;
 --- config
 location / {
@@ -503,13 +498,8 @@ GET /a.txt x2 => 200
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone k zone=z:1m rate=1r/m burst=3 redis=main;
---- config
-location / {
-    throttle zone=z;
-    add_header X-Status $throttle_status always;
-}
 --- requests
 GET /a.txt => 200
   RateLimit: "z";r=3;t=60
@@ -546,13 +536,8 @@ GET /a.txt => 429
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=z:1m rate=1r/m burst=1 redis=main;
---- config
-location / {
-    throttle zone=z;
-    add_header X-Status $throttle_status always;
-}
 --- requests
 GET /a.txt x2 => 200
   > X-Key: k
@@ -582,13 +567,8 @@ perl {
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=z:1m rate=1r/m burst=1 redis=main;
---- config
-location / {
-    throttle zone=z;
-    add_header X-Status $throttle_status always;
-}
 --- requests
 GET /a.txt x2 => 200
   > X-Key: before
@@ -613,7 +593,7 @@ GET /a.txt => 200
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=z:1m rate=1r/m burst=2 redis=main;
 --- config
 location / {
@@ -652,7 +632,7 @@ perl {
 redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=z:1m rate=1r/m burst=2 redis=main;
 --- config
 location / {
@@ -716,7 +696,7 @@ perl {
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=z:1m rate=1r/m burst=0 redis=main;
 --- config
 location / {
@@ -750,13 +730,8 @@ perl {
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=z:32k rate=1r/m burst=0 redis=main;
---- config
-location / {
-    throttle zone=z;
-    add_header X-Status $throttle_status always;
-}
 --- requests
 perl {
     my %st;
@@ -781,13 +756,8 @@ perl {
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=z:1m rate=1r/m burst=1000 redis=main;
---- config
-location / {
-    throttle zone=z;
-    add_header X-Status $throttle_status always;
-}
 --- requests
 perl {
     my $nginx_clients = sub {
@@ -816,7 +786,7 @@ perl {
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=z:1m rate=1r/s burst=2 redis=main;
 --- config
 location / {
@@ -863,7 +833,7 @@ perl {
 --- redis
 redis
 --- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+@redis_main
 throttle_zone $http_x_key zone=z:1m rate=1r/m burst=0 redis=main;
 throttle_zone $http_x_key zone=l:1m rate=1r/m burst=0;
 --- config

@@ -11,17 +11,23 @@ run_blocks();
 
 __DATA__
 
+Shared by the blocks below (t/lib/ThrottleTest/Blocks.pm, SHARED BY THE
+BLOCKS OF A FILE): the server{} of a block with none of its own:
+zone z on every location, its $throttle_status as X-Status.
+
+--- config
+location / {
+    throttle zone=z;
+    add_header X-Status $throttle_status always;
+}
+
+
 === TEST 1: tls with the test CA and tls_name=localhost: Redis decides
 --- redis
 tls
 --- http_config
 throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT tls tls_trusted_certificate=$TEST_REDIS_TLS_DIR/ca.pem tls_name=localhost;
 throttle_zone $http_x_key zone=z:1m rate=1r/m burst=1 redis=main;
---- config
-location / {
-    throttle zone=z;
-    add_header X-Status $throttle_status always;
-}
 --- requests
 GET /a.txt => 200
   > X-Key: k
@@ -51,11 +57,6 @@ tls
 --- http_config
 throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT tls tls_trusted_certificate=$TEST_REDIS_TLS_DIR/ca.pem;
 throttle_zone $http_x_key zone=z:1m rate=1r/m burst=1 redis=main;
---- config
-location / {
-    throttle zone=z;
-    add_header X-Status $throttle_status always;
-}
 --- requests
 GET /a.txt => 200
   > X-Key: k
@@ -76,11 +77,6 @@ tls
 --- http_config
 throttle_redis main server=localhost:$TEST_REDIS_PORT tls tls_trusted_certificate=$TEST_REDIS_TLS_DIR/ca.pem;
 throttle_zone $http_x_key zone=z:1m rate=1r/m burst=1 redis=main;
---- config
-location / {
-    throttle zone=z;
-    add_header X-Status $throttle_status always;
-}
 --- requests
 GET /a.txt => 200 poll 2
   > X-Key: k
@@ -130,11 +126,6 @@ tls
 --- http_config
 throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT tls tls_trusted_certificate=$TEST_REDIS_TLS_DIR/ca.pem tls_name=wrong.example timeout=100ms connect_timeout=200ms;
 throttle_zone $http_x_key zone=z:1m rate=1r/m burst=1 redis=main;
---- config
-location / {
-    throttle zone=z;
-    add_header X-Status $throttle_status always;
-}
 --- requests
 GET /a.txt x3 => 200
   > X-Key: k
@@ -155,11 +146,6 @@ tls
 --- http_config
 throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT tls tls_verify=off tls_trusted_certificate=$TEST_REDIS_TLS_DIR/other-ca.pem tls_name=wrong.example;
 throttle_zone $http_x_key zone=z:1m rate=1r/m burst=1 redis=main;
---- config
-location / {
-    throttle zone=z;
-    add_header X-Status $throttle_status always;
-}
 --- requests
 GET /a.txt => 200
   > X-Key: k
@@ -180,11 +166,6 @@ tls: user alice on >secret ~* &* +@all
 --- http_config
 throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT tls tls_trusted_certificate=$TEST_REDIS_TLS_DIR/ca.pem tls_name=localhost username=alice password=secret database=5;
 throttle_zone $http_x_key zone=z:1m rate=1r/m burst=0 redis=main;
---- config
-location / {
-    throttle zone=z;
-    add_header X-Status $throttle_status always;
-}
 --- requests
 GET /a.txt => 200
   > X-Key: k
@@ -229,11 +210,6 @@ tls
 --- http_config
 throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT timeout=100ms connect_timeout=100ms;
 throttle_zone $http_x_key zone=z:1m rate=1r/m burst=1 redis=main;
---- config
-location / {
-    throttle zone=z;
-    add_header X-Status $throttle_status always;
-}
 --- requests
 GET /a.txt x3 => 200
   > X-Key: k
@@ -250,11 +226,6 @@ tls
 --- http_config
 throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT tls tls_trusted_certificate=$TEST_REDIS_TLS_DIR/ca.pem tls_name=localhost;
 throttle_zone $http_x_key zone=z:1m rate=1r/m burst=3 redis=main;
---- config
-location / {
-    throttle zone=z;
-    add_header X-Status $throttle_status always;
-}
 --- requests
 GET /a.txt => 200
   > X-Key: k
@@ -276,11 +247,6 @@ tls
 --- http_config
 throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT tls tls_trusted_certificate=$TEST_REDIS_TLS_DIR/other-ca.pem tls_name=localhost timeout=100ms connect_timeout=200ms;
 throttle_zone $http_x_key zone=z:1m rate=1r/m burst=1 redis=main;
---- config
-location / {
-    throttle zone=z;
-    add_header X-Status $throttle_status always;
-}
 --- requests
 perl {
     my $f = flood(2.5, 4, 'GET /a.txt', 'k');
@@ -298,11 +264,6 @@ tls
 --- http_config
 throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT timeout=100ms connect_timeout=100ms;
 throttle_zone $http_x_key zone=z:1m rate=1r/m burst=1 redis=main;
---- config
-location / {
-    throttle zone=z;
-    add_header X-Status $throttle_status always;
-}
 --- requests
 perl {
     my $f = flood(2.5, 4, 'GET /a.txt', 'k');
@@ -320,11 +281,6 @@ fake silent
 --- http_config
 throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT tls tls_verify=off timeout=100ms connect_timeout=1s;
 throttle_zone $http_x_key zone=z:1m rate=1r/m burst=1 redis=main;
---- config
-location / {
-    throttle zone=z;
-    add_header X-Status $throttle_status always;
-}
 --- requests
 GET /a.txt => 200
   > X-Key: k

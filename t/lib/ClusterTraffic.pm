@@ -14,7 +14,7 @@ use Test::More ();
 use Time::HiRes qw(time);
 use ThrottleTest ();
 
-our @EXPORT_OK = qw(keys_on_master at_once tally hour_guard no_crash
+our @EXPORT_OK = qw(keys_on_master at_once tally no_crash
                     traffic_around show part burst_is_exact);
 
 # $count key names PREFIX<n> whose slot lies on master $index of the
@@ -98,17 +98,6 @@ sub tally {
             if $r->{x_status} !~ /^(PASSED|REJECTED)$/;
     }
     return \%t;
-}
-
-# Sleeps past the next turn of the hour if it is due within $secs: the
-# window algorithms count per hour here, and a window turning mid-test
-# would admit a second window's worth.
-sub hour_guard {
-    my ($secs) = @_;
-    my $left = 3600 - (time() - 3600 * int(time() / 3600));
-    return if $left >= $secs;
-    Test::More::note(sprintf 'waiting %.1f s for the hour to turn', $left + 0.5);
-    Time::HiRes::sleep($left + 0.5);
 }
 
 # Each key of @keys gets $sent requests on $uri, to the nodes of @$nodes in

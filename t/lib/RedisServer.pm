@@ -36,6 +36,8 @@ RedisServer - real redis-server processes (and fault injectors) for tests
     $r->keys_matching('throttle:*', $db);   # SCAN, sorted
     RedisServer::async_key('throttle:', 'z', 'alice');  # an async zone's
                                        # key: 'throttle:{z:13}:alice'
+    RedisServer::script_source('gcra');   # a script as the module sends it
+    RedisServer::script_sha('gcra');      # ... and the SHA1 EVALSHA names
     $r->stop;                          # TERM, then KILL; also done at END
     $r->log;                           # the server's log file, as text
 
@@ -455,7 +457,7 @@ my %SYNC_BY_SHA;    # SHA1 of a sync script as sent => its name
 # EVALSHA answered NOSCRIPT counts as run until its EVAL is logged.)
 sub sync_calls {
     my ($self) = @_;
-    %SYNC_BY_SHA = map { sha1_hex(script_source($_)) => $_ } keys %SYNC_UNITS
+    %SYNC_BY_SHA = map { script_sha($_) => $_ } keys %SYNC_UNITS
         unless %SYNC_BY_SHA;
     my $log = $self->cmd('SLOWLOG', 'GET', '-1');
     die "SLOWLOG GET: $log\n" unless ref $log eq 'ARRAY';
@@ -616,6 +618,9 @@ sub script_source {
     }
     return $text;
 }
+
+# The SHA1 of script_source($name): what EVALSHA names it by.
+sub script_sha { sha1_hex(script_source($_[0])) }
 
 sub tls_fixtures {
     my ($dir) = @_;

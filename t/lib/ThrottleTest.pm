@@ -50,7 +50,9 @@ that do the work (C<perldoc t/lib/ThrottleTest/Blocks.pm>...):
 
 =item ThrottleTest::Blocks
 
-SECTIONS: what a block may have, and how a block runs.
+SECTIONS: what a block may have, and how a block runs. SHARED BY THE
+BLOCKS OF A FILE: a file's default configuration sections and its
+C<@NAME> fragments, before its first block.
 
 =item ThrottleTest::Nginx
 
@@ -74,6 +76,13 @@ THE REDIS SECTION: the servers C<--- redis> starts.
 The HTTP client; the process, port and file helpers shared with
 RedisServer; real Redis servers, fakes and the RESP client
 (F<t/lib/Processes.pm>, F<t/lib/RedisServer.pm>).
+
+=item Responses, RedisChecks, Clock
+
+Helpers shared by test files: readers of responses (C<hdr>,
+C<status_of>, C<count_statuses>, C<fmt_counts>), what Redis holds for a
+zone (C<async_key>, C<all_expire>), waits for the turn of the hour or
+minute (C<hour_guard>, C<minute_guard>). Each file's header says more.
 
 =back
 

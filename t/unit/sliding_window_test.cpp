@@ -84,11 +84,13 @@ TEST(SlidingWindow, RemainingRoundsTheWeightedCountDown)
     run(p, slot, steps, std::size(steps));
 }
 
-TEST(SlidingWindow, WeightedCountRoundsInTheSpecsOrder)
+TEST(SlidingWindow, WeightedCountRoundsInTheDocumentedOrder)
 {
-    // 440 ms in, 25 of the previous second weigh 25 * 560000 / 1e6 = 14
-    // exactly, as the Lua twin has it; 25 * (560000 / 1e6) would give
-    // 14.000000000000002, and 10 left instead of 11.
+    // previous x (window - elapsed) / window, in that order, as
+    // docs/algorithms.md writes it: 440 ms in, 25 of the previous second
+    // weigh 25 * 560000 / 1e6 = 14 exactly, as the Lua twin has it;
+    // 25 * (560000 / 1e6) would give 14.000000000000002, and 10 left
+    // instead of 11.
     const Policy   p = policy(25, kSecond, 0);
     const KeyState s = packed(kEpoch, 0, 25);
     const int64_t  now = kEpoch + kSecond + 440 * kMs;

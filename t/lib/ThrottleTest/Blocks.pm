@@ -4,7 +4,8 @@ package ThrottleTest::Blocks;
 # The blocks of a test file: the __DATA__ text read by Test::Base's
 # data-block parser, then each block run in turn: its Redis servers and
 # nginx started, the requests sent, a reload, the error.log checked,
-# everything stopped. The POD below lists the sections a block may have.
+# everything stopped. The POD below lists the sections a block may have,
+# and what the blocks of a file may share (defaults, fragments).
 
 =head1 SECTIONS
 
@@ -18,7 +19,9 @@ work as in Test::Base.
 
 =item main_config, http_config, config
 
-Text placed at the top level, inside C<http{}>, inside C<server{}>.
+Text placed at the top level, inside C<http{}>, inside C<server{}>. A
+file may give defaults for them, and C<@NAME> fragments they include
+(SHARED BY THE BLOCKS OF A FILE, below).
 
 =item user_files
 
@@ -98,6 +101,62 @@ request's checks TODO.
 
 =back
 
+=head1 SHARED BY THE BLOCKS OF A FILE
+
+What comes after C<__DATA__> and before the first C<=== > line is the
+file's preamble: free text (say what is shared, and why), then sections
+in the same C<--- name> syntax, shared by every block of the file. Two
+kinds:
+
+=over
+
+=item C<--- main_config>, C<--- http_config>, C<--- config>
+
+A default: a block that has no such section of its own gets this one
+(and its C<reload_*> sections fall back on it as on a section of the
+block). A block with the section, even empty, keeps its own. A block
+whose expected values depend on a zone's rate, burst or algorithm should
+show that zone line itself rather than take it from here.
+
+=item C<--- @NAME>
+
+A fragment (NAME: letters, digits, C<_> and C<->): a line that is only
+C<@NAME> (maybe indented) in any configuration section of a block
+(C<main_config>, C<http_config>, C<config> and their C<reload_>
+counterparts), or in a default above, is replaced by the fragment's
+lines, indented as C<@NAME> was (no nginx directive is a lone C<@NAME>:
+named locations follow C<location> or C<try_files>).
+
+=back
+
+For example:
+
+    __DATA__
+
+    Every block's Redis backend is "main"; a block with no server{}
+    configuration of its own limits /a.txt by zone z.
+
+    --- @redis_main
+    throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
+
+    --- config
+    location = /a.txt {
+        throttle zone=z;
+    }
+
+    === TEST 1: burst=0: one request, then 429
+    --- redis
+    redis
+    --- http_config
+    @redis_main
+    throttle_zone $http_x_key zone=z:1m rate=1r/m burst=0 redis=main;
+    --- requests
+    ...
+
+The preamble's sections take no Test::Base filters (C<eval> and the
+like): they are text. An unknown section there, or a C<@NAME> with no
+fragment, stops the file at once.
+
 =cut
 
 use strict;
@@ -129,6 +188,13 @@ sub run_blocks {
     done_testing();
 }
 
+# The configuration sections: fragments expand in them.
+my %CONFIG = map { $_ => 1 } qw(main_config http_config config
+    reload_main_config reload_http_config reload_config);
+
+# The sections a preamble may give a default for.
+my %DEFAULTS = map { $_ => 1 } qw(main_config http_config config);
+
 sub parse_blocks {
     my $spec = do {
         no warnings 'once';
@@ -137,6 +203,8 @@ sub parse_blocks {
         <$fh>;
     };
     return () unless defined $spec;
+
+    my ($defaults, $fragments) = parse_preamble($spec);
 
     my $tb = Test::Base->new;
     $tb->_spec_string($spec);
@@ -149,9 +217,57 @@ sub parse_blocks {
             my $v = $b->{$name}[0];
             $sec{$name} = defined $v ? $v : '';
         }
+        for my $name (keys %$defaults) {
+            $sec{$name} = $defaults->{$name} unless exists $sec{$name};
+        }
+        for my $name (grep { $CONFIG{$_} } keys %sec) {
+            $sec{$name} = expand($sec{$name}, $fragments,
+                                 "${\ $b->name}, --- $name");
+        }
         push @blocks, { name => $b->name, sec => \%sec };
     }
     return @blocks;
+}
+
+# The preamble of the file's data, before its first block (SHARED BY THE
+# BLOCKS OF A FILE): ({ section => default text }, { NAME => fragment }).
+sub parse_preamble {
+    my ($spec) = @_;
+    my ($preamble) = $spec =~ /\A(.*?)(?=^===[ \t]|\z)/ms;
+    my @parts = split /^---[ \t]+(\S+)[ \t]*\n/m, $preamble;
+    shift @parts;    # the free text before the first section
+    my (%defaults, %fragments);
+    while (my ($name, $text) = splice @parts, 0, 2) {
+        $text //= '';
+        $text =~ s/\A([ \t]*\n)+//;    # as Test::Base's trim filter
+        $text =~ s/(?<=\n)\s*\z//;
+        if ($name =~ /^\@([\w-]+)$/) {
+            $fragments{$1} = $text;
+        } elsif ($DEFAULTS{$name}) {
+            $defaults{$name} = $text;
+        } else {
+            BAIL_OUT("$0: the preamble of __DATA__ has a section \"$name\": "
+                     . 'only main_config, http_config, config and @NAME');
+        }
+    }
+    # a default may use fragments too
+    $defaults{$_} = expand($defaults{$_}, \%fragments, "preamble, --- $_")
+        for keys %defaults;
+    return (\%defaults, \%fragments);
+}
+
+# $text with each line "@NAME" replaced by fragment NAME, indented as the
+# line was.
+sub expand {
+    my ($text, $fragments, $where) = @_;
+    $text =~ s{^([ \t]*)\@([\w-]+)[ \t]*\n?}{
+        my ($indent, $name) = ($1, $2);
+        defined $fragments->{$name}
+            or BAIL_OUT("$0: $where: no fragment \@$name in the preamble");
+        join '', map { /\S/ ? "$indent$_" : $_ }
+            split /^/, $fragments->{$name};
+    }gme;
+    return $text;
 }
 
 my %KNOWN = map { $_ => 1 } qw(

@@ -29,8 +29,9 @@ warnings, Test::More and Time::HiRes's C<time> and C<sleep>. It sees:
                      N connections, N requests written at once, then N
                      responses read; a list of responses, {elapsed} counted
                      from the writes
-    metrics()        GET /metrics (a throttle_metrics location) as
-                     Prometheus::parse's samples; dies unless a 200
+    metrics_text()   GET /metrics (a throttle_metrics location): its
+                     text; dies unless a 200
+    metrics()        the same, as Prometheus::parse's samples
     error_log()      error.log as it is now
     error_lines()    its lines at [warn] or worse
     flood(SECONDS, BATCH, 'GET /a.txt', 'key-')
@@ -80,12 +81,14 @@ sub header {
     return $v ? $v->[0] : undef;
 }
 
-sub metrics {
+sub metrics_text {
     my $res = request('GET /metrics');
     die 'GET /metrics: ' . ($res->{status} // $res->{error}) . "\n"
         unless ($res->{status} // 0) == 200;
-    return Prometheus::parse($res->{body});
+    return $res->{body};
 }
+
+sub metrics { Prometheus::parse(metrics_text()) }
 
 sub error_log { Processes::read_file($CURRENT->{log}) }
 

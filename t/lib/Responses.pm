@@ -1,0 +1,39 @@
+# SPDX-License-Identifier: BSD-2-Clause
+package Responses;
+
+# Readers of the responses that http_request and http_parallel
+# (ThrottleTest::Http) return, { status, headers => { lc name => [values]
+# }, body, elapsed, error }, for plain scripts and the helpers of test
+# files:
+#
+#     hdr($res, 'RateLimit')    the header's first value, or undef
+#     status_of($res)           the status, or "error: WHY" (no response)
+#     count_statuses(@res)      { status_of => how many responses had it }
+#     fmt_counts(\%count)       a tally as text, keys sorted: "200 x10,
+#                               429 x2"
+#
+# Nothing is exported unless asked for.
+
+use strict;
+use warnings;
+
+use Exporter 'import';
+
+our @EXPORT_OK = qw(hdr status_of count_statuses fmt_counts);
+
+sub hdr { my ($res, $h) = @_; return $res->{headers}{ lc $h }[0] }
+
+sub status_of { $_[0]{status} // "error: " . ($_[0]{error} // '?') }
+
+sub count_statuses {
+    my %count;
+    $count{ status_of($_) }++ for @_;
+    return \%count;
+}
+
+sub fmt_counts {
+    my ($h) = @_;
+    return join ', ', map { "$_ x$h->{$_}" } sort keys %$h;
+}
+
+1;
