@@ -867,7 +867,78 @@ cannot sync with Redis
 
 
 
-=== TEST 6b: reload while a sync waits in Redis: the old workers' last syncs follow it, one in flight at a time
+=== TEST 6a: reload from async to local: the keys keep their state; units Redis never got are let go, said once; nothing syncs any more
+--- redis
+closed
+--- http_config
+throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT timeout=50ms;
+throttle_zone $http_x_key zone=z:1m rate=1r/m burst=9 redis=main sync=async sync_interval=20ms;
+--- config
+add_header X-Gen 1 always;
+location / {
+    throttle zone=z;
+}
+--- requests
+GET /a.txt x3 => 200
+  > X-Key: k
+GET /a.txt => 200
+  > X-Key: j
+# Redis cannot be reached: the units stay pending in the zone
+perl {
+    ok(wait_until(2, sub { error_log() =~ /cannot sync with Redis/ }),
+       "$name: the failed syncs are logged");
+}
+--- reload_http_config
+throttle_zone $http_x_key zone=z:1m rate=1r/m burst=9;
+--- reload_config
+add_header X-Gen 2 always;
+location / {
+    throttle zone=z;
+}
+--- requests_after_reload
+GET /a.txt => 200
+  > X-Key: k
+  X-Gen: 2
+  RateLimit: "z";r=6;t={240-}
+sleep 0.3
+--- error_log
+cannot sync with Redis
+~ no longer syncs with Redis: 4 units of 2 keys not synced yet are let go
+--- no_error_log
+[emerg]
+
+
+
+=== TEST 6b: nginx -s quit: the workers send the units charged since the last sync before they exit
+--- redis
+redis
+--- http_config
+@redis_main
+throttle_zone $http_x_key zone=z:1m rate=1r/m burst=9 redis=main sync=async sync_interval=60s;
+--- config
+location / {
+    throttle zone=z;
+}
+--- requests
+# the first sync (at start-up, with nothing to send) is over: the next is
+# a minute away
+sleep 1
+GET /a.txt x3 => 200
+  > X-Key: k
+perl {
+    sleep 0.3;
+    ok(!$redis->cmd('EXISTS', main::async_key('z', 'k')), "$name: no sync before the quit");
+    my $t = time;
+    ok(ThrottleTest::Nginx::stop_nginx($nginx->{master}), "$name: nginx quits gracefully");
+    cmp_ok(time - $t, '<', 2, "$name: ... within 2 s");
+    main::holds_units($redis, main::async_key('z', 'k'), 3, 60_000, "$name: the 3 units reached Redis");
+}
+--- no_error_log
+cannot sync with Redis
+
+
+
+=== TEST 6c: reload while a sync waits in Redis: the old workers' last syncs follow it, one in flight at a time
 The old workers used to send their last syncs at once, beside the one in
 flight: a key's two syncs could then reach Redis out of order. Redis is
 paused (CLIENT PAUSE WRITE) with a sync waiting in it, a key charged after
@@ -927,77 +998,6 @@ perl {
 --- no_error_log
 cannot sync with Redis
 [emerg]
-
-
-=== TEST 6a: reload from async to local: the keys keep their state; units Redis never got are let go, said once; nothing syncs any more
---- redis
-closed
---- http_config
-throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT timeout=50ms;
-throttle_zone $http_x_key zone=z:1m rate=1r/m burst=9 redis=main sync=async sync_interval=20ms;
---- config
-add_header X-Gen 1 always;
-location / {
-    throttle zone=z;
-}
---- requests
-GET /a.txt x3 => 200
-  > X-Key: k
-GET /a.txt => 200
-  > X-Key: j
-# Redis cannot be reached: the units stay pending in the zone
-perl {
-    ok(wait_until(2, sub { error_log() =~ /cannot sync with Redis/ }),
-       "$name: the failed syncs are logged");
-}
---- reload_http_config
-throttle_zone $http_x_key zone=z:1m rate=1r/m burst=9;
---- reload_config
-add_header X-Gen 2 always;
-location / {
-    throttle zone=z;
-}
---- requests_after_reload
-GET /a.txt => 200
-  > X-Key: k
-  X-Gen: 2
-  RateLimit: "z";r=6;t={240-}
-sleep 0.3
---- error_log
-cannot sync with Redis
-~ no longer syncs with Redis: 4 units of 2 keys not synced yet are let go
---- no_error_log
-[emerg]
-
-
-
-=== TEST 6b: reload while a sync waits in Redis: the old workers' last syncs follow it, one in flight at a time
---- redis
-redis
---- http_config
-@redis_main
-throttle_zone $http_x_key zone=z:1m rate=1r/m burst=9 redis=main sync=async sync_interval=60s;
---- config
-location / {
-    throttle zone=z;
-}
---- requests
-# the first sync (at start-up, with nothing to send) is over: the next is
-# a minute away
-sleep 1
-GET /a.txt x3 => 200
-  > X-Key: k
-perl {
-    sleep 0.3;
-    ok(!$redis->cmd('EXISTS', main::async_key('z', 'k')), "$name: no sync before the quit");
-    my $t = time;
-    ok(ThrottleTest::Nginx::stop_nginx($nginx->{master}), "$name: nginx quits gracefully");
-    cmp_ok(time - $t, '<', 2, "$name: ... within 2 s");
-    main::holds_units($redis, main::async_key('z', 'k'), 3, 60_000, "$name: the 3 units reached Redis");
-}
---- no_error_log
-cannot sync with Redis
-
 
 
 === TEST 7: a key idle past its expiry is gone from Redis (its own expiry) and from the zone (the next request is fresh)
