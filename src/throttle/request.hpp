@@ -180,7 +180,6 @@ class RequestDecision {
     void begin(const RequestRules &rules, ZoneCheck *checks, size_t n) noexcept;
 
     Stage            stage() const noexcept { return stage_; }
-    size_t           size() const noexcept { return n_; }
     ZoneCheck       &check(size_t i) noexcept { return checks_[i]; }
     const ZoneCheck &check(size_t i) const noexcept { return checks_[i]; }
 
