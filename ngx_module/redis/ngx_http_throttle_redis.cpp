@@ -10,269 +10,53 @@
  * While it backs off, commands for it fail immediately, so requests never
  * queue behind a dead Redis.
  *
- * This file: a worker's nodes, which one a command goes to, and backing
- * off. One connection's life is in ngx_http_throttle_redis_conn.cpp (see
- * ngx_http_throttle_redis_conn.h).
+ * This file: the transport's API, a backend's nodes per worker, and which
+ * one a command goes to. The files below it are listed in
+ * ngx_http_throttle_redis_types.h.
  */
 
+#include "ngx_http_throttle_redis.h"
+#include "ngx_http_throttle_redis_cluster.h"
+#include "ngx_http_throttle_redis_cmd.h"
 #include "ngx_http_throttle_redis_conn.h"
+#include "ngx_http_throttle_redis_node.h"
+#include "ngx_http_throttle_redis_sentinel.h"
+#include "ngx_http_throttle_redis_slots.h"
 
-#include "throttle/cluster.hpp"
+/* What the connections and their commands hand up, per topology. */
 
-#define NGX_HTTP_THROTTLE_REDIS_BACKOFF_MIN 50   /* ms */
-#define NGX_HTTP_THROTTLE_REDIS_BACKOFF_MAX 2000 /* ms */
+static const ngx_http_throttle_redis_events_t
+    ngx_http_throttle_redis_server_events = {
+        ngx_http_throttle_redis_queue_setup,
+        ngx_http_throttle_redis_count_written,
+        ngx_http_throttle_redis_dispatch,
+        NULL,
+        NULL,
+        NULL,
+        NULL,
+};
 
-/* One line a second at most per backend and worker: a dead Redis under
- * load would otherwise write one line per request. A sentinel's failures
- * have their own line, a warning: the sentinels are there to be
- * redundant, and their summary ("no sentinel answered") is an error. */
-static void
-ngx_http_throttle_redis_log_limited(ngx_http_throttle_redis_worker_t *worker,
-                                    ngx_http_throttle_log_limit_t    *limit,
-                                    ngx_uint_t level, ngx_str_t *where,
-                                    const char *err) noexcept
-{
-    if (!ngx_http_throttle_log_due(limit, ngx_current_msec, 1000)) {
-        return;
-    }
+static const ngx_http_throttle_redis_events_t
+    ngx_http_throttle_redis_cluster_events = {
+        ngx_http_throttle_redis_queue_setup,
+        ngx_http_throttle_redis_count_written,
+        ngx_http_throttle_redis_dispatch,
+        NULL,
+        ngx_http_throttle_redis_cluster_steer,
+        NULL,
+        ngx_http_throttle_redis_cluster_refresh_soon,
+};
 
-    ngx_log_error(level, worker->log, 0, "throttle redis \"%V\" (%V): %s%s",
-                  &worker->backend->name, where, err,
-                  limit->suppressed ? " (and earlier errors, not logged)" : "");
-
-    limit->suppressed = 0;
-}
-
-void
-ngx_http_throttle_redis_log_error(ngx_http_throttle_redis_worker_t *worker,
-                                  ngx_str_t *where, const char *err) noexcept
-{
-    ngx_http_throttle_redis_log_limited(worker, &worker->error_log, NGX_LOG_ERR,
-                                        where, err);
-}
-
-/* No new connection before a delay that doubles with each failure in a
- * row, with jitter so that workers and nodes do not reconnect in step. */
-void
-ngx_http_throttle_redis_back_off(ngx_http_throttle_redis_node_t *node,
-                                 const char                     *err) noexcept
-{
-    ngx_msec_t backoff;
-
-    node->failures++;
-    backoff = (ngx_msec_t) NGX_HTTP_THROTTLE_REDIS_BACKOFF_MIN
-        << ngx_min(node->failures - 1, 10);
-    backoff = ngx_min(backoff, NGX_HTTP_THROTTLE_REDIS_BACKOFF_MAX);
-    backoff = backoff / 2 + (ngx_msec_t) ngx_random() % (backoff / 2 + 1);
-    node->retry_at = ngx_current_msec + backoff;
-
-    if (node->sentinel) {
-        ngx_http_throttle_redis_log_limited(node->worker,
-                                            &node->worker->sentinel_log,
-                                            NGX_LOG_WARN, &node->name, err);
-        return;
-    }
-
-    ngx_http_throttle_redis_log_error(node->worker, &node->name, err);
-
-    if (node->worker->backend->topology == NGX_HTTP_THROTTLE_REDIS_CLUSTER) {
-        /* the node may be gone for good: its slots may be elsewhere */
-        ngx_http_throttle_redis_cluster_refresh_soon(node->worker);
-    }
-}
-
-bool
-ngx_http_throttle_redis_node_backing_off(
-    ngx_http_throttle_redis_node_t *node) noexcept
-{
-    return (ngx_msec_int_t) (node->retry_at - ngx_current_msec) > 0;
-}
-
-/* A node with "keepalive" connections (one for a sentinel), and room for
- * its name; the address is the node's own copy. NULL if out of memory. */
-ngx_http_throttle_redis_node_t *
-ngx_http_throttle_redis_add_node(ngx_http_throttle_redis_worker_t *worker,
-                                 ngx_addr_t *addr, ngx_str_t *host,
-                                 bool sentinel) noexcept
-{
-    size_t                          size;
-    ngx_uint_t                      i, nconns;
-    ngx_http_throttle_redis_node_t *node, **nodes;
-
-    nconns = sentinel ? 1 : worker->backend->keepalive;
-    size = sizeof(ngx_http_throttle_redis_node_t)
-        + nconns * sizeof(ngx_http_throttle_redis_conn_t) + host->len;
-
-    node = (ngx_http_throttle_redis_node_t *) ngx_calloc(size, worker->log);
-    if (node == NULL) {
-        return NULL;
-    }
-
-    node->worker = worker;
-    node->sentinel = sentinel;
-    node->conns = (ngx_http_throttle_redis_conn_t *) (node + 1);
-    node->nconns = nconns;
-    node->host.data = (u_char *) (node->conns + nconns);
-    node->host.len = host->len;
-
-    if (host->len) {
-        ngx_memcpy(node->host.data, host->data, host->len);
-    }
-
-    for (i = 0; i < nconns; i++) {
-        node->conns[i].node = node;
-        ngx_queue_init(&node->conns[i].awaiting);
-    }
-
-    if (addr) {
-        ngx_http_throttle_redis_set_address(node, addr->sockaddr,
-                                            addr->socklen);
-    }
-
-    if (sentinel) {
-        return node;
-    }
-
-    nodes = (ngx_http_throttle_redis_node_t **) ngx_alloc(
-        (worker->nnodes + 1) * sizeof(ngx_http_throttle_redis_node_t *),
-        worker->log);
-    if (nodes == NULL) {
-        ngx_free(node);
-        return NULL;
-    }
-
-    if (worker->nnodes) {
-        ngx_memcpy(nodes, worker->nodes,
-                   worker->nnodes * sizeof(ngx_http_throttle_redis_node_t *));
-    }
-
-    ngx_free(worker->nodes);
-    worker->nodes = nodes;
-    worker->nodes[worker->nnodes++] = node;
-
-    return node;
-}
-
-/* Where a node is: its address, as a socket address and as text, and the
- * name the log gives it. */
-void
-ngx_http_throttle_redis_set_address(ngx_http_throttle_redis_node_t *node,
-                                    struct sockaddr                *sockaddr,
-                                    socklen_t socklen) noexcept
-{
-    ngx_memcpy(&node->sockaddr, sockaddr, socklen);
-    node->socklen = socklen;
-    node->name.data = node->text;
-    node->name.len =
-        ngx_sock_ntop(sockaddr, socklen, node->text, NGX_SOCKADDR_STRLEN, 1);
-    node->address.data = node->address_text;
-    node->address.len = ngx_sock_ntop(sockaddr, socklen, node->address_text,
-                                      NGX_SOCKADDR_STRLEN, 0);
-}
-
-/* The address a reply names, as a socket address; the host must be an IP
- * address (a node announced by a host name would need a blocking DNS
- * lookup). */
-bool
-ngx_http_throttle_redis_parse_address(const throttle::NodeAddress &where,
-                                      ngx_sockaddr_t              *sa,
-                                      socklen_t                   *len) noexcept
-{
-    in_addr_t addr;
-
-    addr = ngx_inet_addr((u_char *) where.host.data(), where.host.size());
-
-    if (addr != INADDR_NONE) {
-        ngx_memzero(sa, sizeof(struct sockaddr_in));
-        sa->sockaddr_in.sin_family = AF_INET;
-        sa->sockaddr_in.sin_addr.s_addr = addr;
-        *len = sizeof(struct sockaddr_in);
-
-#if (NGX_HAVE_INET6)
-    } else if (ngx_inet6_addr((u_char *) where.host.data(), where.host.size(),
-                              sa->sockaddr_in6.sin6_addr.s6_addr)
-               == NGX_OK)
-    {
-        sa->sockaddr_in6.sin6_family = AF_INET6;
-        sa->sockaddr_in6.sin6_port = 0;
-        sa->sockaddr_in6.sin6_flowinfo = 0;
-        sa->sockaddr_in6.sin6_scope_id = 0;
-        *len = sizeof(struct sockaddr_in6);
-#endif
-
-    } else {
-        return false;
-    }
-
-    ngx_inet_set_port(&sa->sockaddr, (in_port_t) where.port);
-    return true;
-}
-
-/* A connection of the node to send on, connecting it if need be; NULL
- * while the node backs off, or if it cannot connect. */
-ngx_http_throttle_redis_conn_t *
-ngx_http_throttle_redis_pick(ngx_http_throttle_redis_node_t *node) noexcept
-{
-    ngx_http_throttle_redis_conn_t *conn;
-
-    conn = &node->conns[node->next++ % node->nconns];
-
-    if (conn->state != NGX_HTTP_THROTTLE_REDIS_CLOSED) {
-        return conn;
-    }
-
-    if (ngx_http_throttle_redis_node_backing_off(node)) {
-        return NULL; /* answer now, not in "timeout" */
-    }
-
-    if (ngx_http_throttle_redis_open(conn) != NGX_OK
-        || conn->state == NGX_HTTP_THROTTLE_REDIS_CLOSED)
-    {
-        return NULL;
-    }
-
-    return conn;
-}
-
-/* Sends a command to a node (after ASKING if "asking"); false if the node
- * cannot take it now: the command is still the caller's. */
-bool
-ngx_http_throttle_redis_send(ngx_http_throttle_redis_node_t *node,
-                             ngx_http_throttle_redis_cmd_t  *cmd,
-                             bool                            asking) noexcept
-{
-    ngx_http_throttle_redis_conn_t *conn;
-
-    conn = ngx_http_throttle_redis_pick(node);
-
-    return conn
-        && ngx_http_throttle_redis_conn_send(conn, cmd, asking) == NGX_OK;
-}
-
-/* A command's end: its requester hears of it, unless it left. */
-void
-ngx_http_throttle_redis_finish(ngx_http_throttle_redis_cmd_t *cmd,
-                               redisReply *reply, const char *err,
-                               bool sent) noexcept
-{
-    if (cmd->done) {
-        cmd->done(cmd->data, reply, err, sent);
-    }
-
-    ngx_free(cmd);
-}
-
-/* Every connection to the node fails: its commands with them. */
-void
-ngx_http_throttle_redis_fail_node(ngx_http_throttle_redis_node_t *node,
-                                  const char                     *err) noexcept
-{
-    ngx_uint_t i;
-
-    for (i = 0; i < node->nconns; i++) {
-        ngx_http_throttle_redis_fail(&node->conns[i], err);
-    }
-}
+static const ngx_http_throttle_redis_events_t
+    ngx_http_throttle_redis_sentinel_events = {
+        ngx_http_throttle_redis_queue_setup,
+        ngx_http_throttle_redis_count_written,
+        ngx_http_throttle_redis_dispatch,
+        ngx_http_throttle_redis_resolve,
+        ngx_http_throttle_redis_sentinel_steer,
+        ngx_http_throttle_redis_sentinel_news,
+        NULL,
+};
 
 /* The node a script call goes to; NULL if none can take it now. */
 static ngx_http_throttle_redis_node_t *
@@ -371,12 +155,15 @@ ngx_http_throttle_redis_init_worker(ngx_cycle_t               *cycle,
     switch (backend->topology) {
 
     case NGX_HTTP_THROTTLE_REDIS_CLUSTER:
+        worker->events = &ngx_http_throttle_redis_cluster_events;
         return ngx_http_throttle_redis_cluster_init(worker);
 
     case NGX_HTTP_THROTTLE_REDIS_SENTINEL:
+        worker->events = &ngx_http_throttle_redis_sentinel_events;
         return ngx_http_throttle_redis_sentinel_init(worker, cycle->pool);
 
     default:
+        worker->events = &ngx_http_throttle_redis_server_events;
         url = (ngx_url_t *) backend->addresses.elts;
         return ngx_http_throttle_redis_add_node(worker, &url->addrs[0],
                                                 &url->host, false)

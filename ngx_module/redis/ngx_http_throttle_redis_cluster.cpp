@@ -14,140 +14,14 @@
  * name is looked up.
  */
 
-#include "ngx_http_throttle_redis_conn.h"
+#include "ngx_http_throttle_redis_cluster.h"
+#include "ngx_http_throttle_redis_cmd.h"
+#include "ngx_http_throttle_redis_node.h"
+#include "ngx_http_throttle_redis_slots.h"
 
 #include "ngx_http_throttle_params.h"
 
 #include "throttle/cluster.hpp"
-
-/* Nodes a worker keeps for a Cluster, those it was given included. */
-#define NGX_HTTP_THROTTLE_REDIS_MAX_NODES 1024
-
-/* Whether a slot map announced the node by this host name, at this port:
- * MOVED and ASK name a node so when its endpoint is a host name. */
-static bool
-ngx_http_throttle_redis_node_named(ngx_http_throttle_redis_node_t *node,
-                                   std::string_view                name,
-                                   unsigned port) noexcept
-{
-    return node->announced.len != 0
-        && ngx_http_throttle_sv(node->announced) == name
-        && ngx_inet_get_port(&node->sockaddr.sockaddr) == port;
-}
-
-/* Remembers that a slot map announces the node by this host name (beside
- * its address); a node that had that name and port before, at an address
- * the node has left, loses it. */
-void
-ngx_http_throttle_redis_cluster_name(ngx_http_throttle_redis_node_t *node,
-                                     std::string_view name) noexcept
-{
-    ngx_uint_t                        i;
-    in_port_t                         port;
-    ngx_http_throttle_redis_worker_t *worker = node->worker;
-
-    port = ngx_inet_get_port(&node->sockaddr.sockaddr);
-
-    for (i = 0; i < worker->nnodes; i++) {
-        if (ngx_http_throttle_redis_node_named(worker->nodes[i], name, port)) {
-            worker->nodes[i]->announced.len = 0;
-        }
-    }
-
-    if (name.size() > sizeof(node->announced_text)) {
-        return; /* longer than Redis allows: not a name to follow */
-    }
-
-    ngx_memcpy(node->announced_text, name.data(), name.size());
-    node->announced.data = node->announced_text;
-    node->announced.len = name.size();
-}
-
-/* The node a slot map announced by the host name a reply gives, or NULL. */
-static ngx_http_throttle_redis_node_t *
-ngx_http_throttle_redis_cluster_named(
-    ngx_http_throttle_redis_worker_t *worker,
-    const throttle::NodeAddress      &where) noexcept
-{
-    for (ngx_uint_t i = 0; i < worker->nnodes; i++) {
-        if (ngx_http_throttle_redis_node_named(worker->nodes[i], where.host,
-                                               where.port))
-        {
-            return worker->nodes[i];
-        }
-    }
-
-    return NULL;
-}
-
-/* The node at the address a reply of node "from" names (or by the host
- * name a slot map announced it by), added if new; NULL if the address
- * cannot be used (logged) or out of memory. */
-ngx_http_throttle_redis_node_t *
-ngx_http_throttle_redis_cluster_node(
-    ngx_http_throttle_redis_worker_t *worker,
-    const throttle::NodeAddress      &where,
-    ngx_http_throttle_redis_node_t   *from) noexcept
-{
-    ngx_uint_t                      i;
-    ngx_sockaddr_t                  sa;
-    socklen_t                       len;
-    ngx_addr_t                      addr;
-    ngx_str_t                       host = ngx_null_string;
-    ngx_http_throttle_redis_node_t *named;
-    char                            err[NGX_SOCKADDR_STRLEN + 128];
-
-    if (!ngx_http_throttle_redis_parse_address(where, &sa, &len)) {
-        named = ngx_http_throttle_redis_cluster_named(worker, where);
-
-        if (named == NULL) {
-            ngx_snprintf((u_char *) err, sizeof(err) - 1,
-                         "no slot map gave an address beside the host "
-                         "name \"%*s\" (port %ud)%Z",
-                         ngx_min(where.host.size(), (size_t) 64),
-                         where.host.data(), where.port);
-            ngx_http_throttle_redis_log_error(worker, &from->name, err);
-        }
-
-        return named;
-    }
-
-    for (i = 0; i < worker->nnodes; i++) {
-        if (ngx_cmp_sockaddr(&worker->nodes[i]->sockaddr.sockaddr,
-                             worker->nodes[i]->socklen, &sa.sockaddr, len, 1)
-            == NGX_OK)
-        {
-            return worker->nodes[i];
-        }
-    }
-
-    if (worker->nnodes >= NGX_HTTP_THROTTLE_REDIS_MAX_NODES) {
-        ngx_http_throttle_redis_log_error(worker, &from->name,
-                                          "too many cluster nodes");
-        return NULL;
-    }
-
-    addr.sockaddr = &sa.sockaddr;
-    addr.socklen = len;
-
-    /* no host configured: its certificate is checked against its address */
-    return ngx_http_throttle_redis_add_node(worker, &addr, &host, false);
-}
-
-/* The node's place in the slot map: its index in "nodes", plus one. */
-uint16_t
-ngx_http_throttle_redis_node_index(
-    ngx_http_throttle_redis_worker_t *worker,
-    ngx_http_throttle_redis_node_t   *node) noexcept
-{
-    ngx_uint_t i;
-
-    for (i = 0; i < worker->nnodes && worker->nodes[i] != node; i++) {
-        /* void */
-    }
-
-    return (uint16_t) (i + 1);
-}
 
 /* Whether any connection to the node is open (or on its way). */
 static bool

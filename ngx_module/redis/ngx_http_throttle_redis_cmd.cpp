@@ -7,6 +7,7 @@
  * lost (NOSCRIPT) is sent again with its source.
  */
 
+#include "ngx_http_throttle_redis_cmd.h"
 #include "ngx_http_throttle_redis_conn.h"
 
 #include "ngx_http_throttle_params.h"
@@ -364,6 +365,21 @@ ngx_http_throttle_redis_conn_send(ngx_http_throttle_redis_conn_t *conn,
     return NGX_OK;
 }
 
+/* Sends a command to a node (after ASKING if "asking"); false if the node
+ * cannot take it now: the command is still the caller's. */
+bool
+ngx_http_throttle_redis_send(ngx_http_throttle_redis_node_t *node,
+                             ngx_http_throttle_redis_cmd_t  *cmd,
+                             bool                            asking) noexcept
+{
+    ngx_http_throttle_redis_conn_t *conn;
+
+    conn = ngx_http_throttle_redis_pick(node);
+
+    return conn
+        && ngx_http_throttle_redis_conn_send(conn, cmd, asking) == NGX_OK;
+}
+
 /* A command that is not a script (CLUSTER SLOTS, SENTINEL ...), its reply
  * to "done" within "timeout"; NULL if out of memory. */
 ngx_http_throttle_redis_cmd_t *
@@ -456,17 +472,8 @@ ngx_http_throttle_redis_steer(ngx_http_throttle_redis_conn_t *conn,
         return false;
     }
 
-    switch (conn->node->worker->backend->topology) {
-
-    case NGX_HTTP_THROTTLE_REDIS_CLUSTER:
-        return ngx_http_throttle_redis_cluster_steer(conn, cmd, reply);
-
-    case NGX_HTTP_THROTTLE_REDIS_SENTINEL:
-        return ngx_http_throttle_redis_sentinel_steer(conn, cmd, reply);
-
-    default:
-        return false;
-    }
+    return conn->node->worker->events->steer
+        && conn->node->worker->events->steer(conn, cmd, reply);
 }
 
 /* Hands a reply to the oldest command; false if the connection is gone. */
@@ -479,7 +486,7 @@ ngx_http_throttle_redis_dispatch(ngx_http_throttle_redis_conn_t *conn,
 
     if (ngx_queue_empty(&conn->awaiting)) {
         if (conn->watching) {
-            ngx_http_throttle_redis_sentinel_news(conn, reply);
+            conn->node->worker->events->news(conn, reply);
             return conn->state != NGX_HTTP_THROTTLE_REDIS_CLOSED;
         }
 

@@ -11,7 +11,8 @@
  */
 
 #include "ngx_http_throttle_params.h"
-#include "ngx_http_throttle_redis_conn.h"
+#include "ngx_http_throttle_redis.h"
+#include "ngx_http_throttle_redis_tls.h"
 
 extern "C" {
 #include <ngx_http.h>

@@ -10,6 +10,8 @@
  */
 
 #include "ngx_http_throttle_redis_conn.h"
+#include "ngx_http_throttle_redis_node.h"
+#include "ngx_http_throttle_redis_tls.h"
 
 #include "throttle/redis.hpp"
 
@@ -18,6 +20,8 @@
 static void ngx_http_throttle_redis_connect_handler(ngx_event_t *ev) noexcept;
 static void ngx_http_throttle_redis_connected(
     ngx_http_throttle_redis_conn_t *conn) noexcept;
+static void
+ngx_http_throttle_redis_ready(ngx_http_throttle_redis_conn_t *conn) noexcept;
 static void ngx_http_throttle_redis_write_handler(ngx_event_t *ev) noexcept;
 static void ngx_http_throttle_redis_read_handler(ngx_event_t *ev) noexcept;
 static bool
@@ -56,8 +60,7 @@ ngx_http_throttle_redis_open(ngx_http_throttle_redis_conn_t *conn) noexcept
     conn->reader = throttle::open_reply_reader();
     conn->state = NGX_HTTP_THROTTLE_REDIS_CONNECTING;
 
-    if (conn->reader == NULL
-        || ngx_http_throttle_redis_queue_setup(conn) != NGX_OK) {
+    if (conn->reader == NULL || node->worker->events->setup(conn) != NGX_OK) {
         ngx_http_throttle_redis_fail(conn, "out of memory");
         return NGX_ERROR;
     }
@@ -65,7 +68,7 @@ ngx_http_throttle_redis_open(ngx_http_throttle_redis_conn_t *conn) noexcept
     if (node->worker->backend->topology == NGX_HTTP_THROTTLE_REDIS_SENTINEL
         && !node->sentinel)
     {
-        ngx_http_throttle_redis_resolve(conn);
+        node->worker->events->resolve(conn);
         return NGX_OK;
     }
 
@@ -159,13 +162,60 @@ ngx_http_throttle_redis_connect_handler(ngx_event_t *ev) noexcept
     ngx_http_throttle_redis_connected(conn);
 }
 
+#if (NGX_SSL)
+
+/* The handshake's end: the certificate is checked before any command. */
+static void
+ngx_http_throttle_redis_handshaked(ngx_connection_t *c) noexcept
+{
+    const char                     *failed;
+    ngx_http_throttle_redis_conn_t *conn;
+    char                            err[256];
+
+    conn = (ngx_http_throttle_redis_conn_t *) c->data;
+    failed = ngx_http_throttle_redis_check_tls(conn, err, sizeof(err));
+
+    if (failed) {
+        /* through fail(), whose log line is limited to one a second: a bad
+         * certificate fails every reconnect */
+        ngx_http_throttle_redis_conn_error(conn,
+                                           NGX_HTTP_THROTTLE_REDIS_ERR_TLS);
+        ngx_http_throttle_redis_fail(conn, failed);
+        return;
+    }
+
+    ngx_http_throttle_redis_ready(conn);
+}
+
+#endif
+
 static void
 ngx_http_throttle_redis_connected(ngx_http_throttle_redis_conn_t *conn) noexcept
 {
 #if (NGX_SSL)
+    ngx_connection_t *c = conn->peer.connection;
+
     if (conn->node->worker->backend->tls) {
-        ngx_http_throttle_redis_start_tls(conn);
-        return;
+        switch (ngx_http_throttle_redis_start_tls(conn)) {
+
+        case NGX_AGAIN:
+            if (!c->write->timer_set) {
+                ngx_add_timer(c->write,
+                              conn->node->worker->backend->connect_timeout);
+            }
+            c->ssl->handler = ngx_http_throttle_redis_handshaked;
+            return;
+
+        case NGX_OK:
+            ngx_http_throttle_redis_handshaked(c);
+            return;
+
+        default:
+            ngx_http_throttle_redis_conn_error(conn,
+                                               NGX_HTTP_THROTTLE_REDIS_ERR_TLS);
+            ngx_http_throttle_redis_fail(conn, "TLS setup failed");
+            return;
+        }
     }
 #endif
 
@@ -173,7 +223,7 @@ ngx_http_throttle_redis_connected(ngx_http_throttle_redis_conn_t *conn) noexcept
 }
 
 /* Connected (and through TLS): what was queued meanwhile goes out. */
-void
+static void
 ngx_http_throttle_redis_ready(ngx_http_throttle_redis_conn_t *conn) noexcept
 {
     ngx_connection_t *c = conn->peer.connection;
@@ -259,7 +309,7 @@ ngx_http_throttle_redis_write_handler(ngx_event_t *ev) noexcept
 
         conn->out_pos += n;
         conn->written += n;
-        ngx_http_throttle_redis_count_written(conn, conn->written - n);
+        conn->node->worker->events->written(conn, conn->written - n);
     }
 
     conn->out_pos = 0;
@@ -344,7 +394,7 @@ ngx_http_throttle_redis_read_replies(ngx_http_throttle_redis_conn_t *conn,
             return true;
         }
 
-        alive = ngx_http_throttle_redis_dispatch(conn, (redisReply *) reply);
+        alive = conn->node->worker->events->reply(conn, (redisReply *) reply);
         freeReplyObject(reply);
 
         if (!alive) {
@@ -449,4 +499,42 @@ ngx_http_throttle_redis_drop(ngx_http_throttle_redis_conn_t *conn,
                              const char                     *err) noexcept
 {
     ngx_http_throttle_redis_end(conn, err, false);
+}
+
+/* A connection of the node to send on, connecting it if need be; NULL
+ * while the node backs off, or if it cannot connect. */
+ngx_http_throttle_redis_conn_t *
+ngx_http_throttle_redis_pick(ngx_http_throttle_redis_node_t *node) noexcept
+{
+    ngx_http_throttle_redis_conn_t *conn;
+
+    conn = &node->conns[node->next++ % node->nconns];
+
+    if (conn->state != NGX_HTTP_THROTTLE_REDIS_CLOSED) {
+        return conn;
+    }
+
+    if (ngx_http_throttle_redis_node_backing_off(node)) {
+        return NULL; /* answer now, not in "timeout" */
+    }
+
+    if (ngx_http_throttle_redis_open(conn) != NGX_OK
+        || conn->state == NGX_HTTP_THROTTLE_REDIS_CLOSED)
+    {
+        return NULL;
+    }
+
+    return conn;
+}
+
+/* Every connection to the node fails: its commands with them. */
+void
+ngx_http_throttle_redis_fail_node(ngx_http_throttle_redis_node_t *node,
+                                  const char                     *err) noexcept
+{
+    ngx_uint_t i;
+
+    for (i = 0; i < node->nconns; i++) {
+        ngx_http_throttle_redis_fail(&node->conns[i], err);
+    }
 }

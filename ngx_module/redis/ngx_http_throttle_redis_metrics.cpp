@@ -7,7 +7,7 @@
 
 #include "ngx_http_throttle_params.h"
 #include "ngx_http_throttle_prometheus.h"
-#include "ngx_http_throttle_redis.h"
+#include "ngx_http_throttle_redis_backend.h"
 #include "ngx_http_throttle_redis_metrics.h"
 
 /* Fixed, so that a reload finds the zone as it was and keeps what it

@@ -12,7 +12,10 @@
  * connection to the old one closes.
  */
 
+#include "ngx_http_throttle_redis_sentinel.h"
+#include "ngx_http_throttle_redis_cmd.h"
 #include "ngx_http_throttle_redis_conn.h"
+#include "ngx_http_throttle_redis_node.h"
 
 #include "ngx_http_throttle_params.h"
 

@@ -9,7 +9,10 @@
  * NGX_HTTP_THROTTLE_REDIS_REFRESH_GAP.
  */
 
+#include "ngx_http_throttle_redis_slots.h"
+#include "ngx_http_throttle_redis_cmd.h"
 #include "ngx_http_throttle_redis_conn.h"
+#include "ngx_http_throttle_redis_node.h"
 
 #include "ngx_http_throttle_params.h"
 

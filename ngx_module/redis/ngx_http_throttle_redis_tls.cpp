@@ -6,7 +6,7 @@
  * the name it must be for.
  */
 
-#include "ngx_http_throttle_redis_conn.h"
+#include "ngx_http_throttle_redis_tls.h"
 
 #if (NGX_SSL)
 
@@ -74,62 +74,45 @@ ngx_http_throttle_redis_check_name(ngx_connection_t *c,
     return ok == 1 ? NGX_OK : NGX_ERROR;
 }
 
-static void
-ngx_http_throttle_redis_handshaked(ngx_connection_t *c) noexcept
+const char *
+ngx_http_throttle_redis_check_tls(ngx_http_throttle_redis_conn_t *conn,
+                                  char *err, size_t size) noexcept
 {
-    long                            rc;
-    ngx_str_t                      *name;
-    ngx_http_throttle_redis_conn_t *conn;
-    ngx_http_throttle_redis_t      *backend;
-    char                            err[256];
-
-    conn = (ngx_http_throttle_redis_conn_t *) c->data;
-    backend = conn->node->worker->backend;
-
-    /* the reasons go through fail(), whose log line is limited to one a
-     * second: a bad certificate fails every reconnect */
+    long              rc;
+    ngx_str_t        *name;
+    ngx_connection_t *c = conn->peer.connection;
 
     if (!c->ssl->handshaked) {
-        ngx_http_throttle_redis_conn_error(conn,
-                                           NGX_HTTP_THROTTLE_REDIS_ERR_TLS);
-        ngx_http_throttle_redis_fail(conn, "TLS handshake failed");
-        return;
+        return "TLS handshake failed";
     }
 
-    if (backend->tls_verify) {
-        rc = SSL_get_verify_result(c->ssl->connection);
-
-        if (rc != X509_V_OK) {
-            ngx_snprintf((u_char *) err, sizeof(err) - 1,
-                         "TLS certificate verify error: (%l:%s)%Z", rc,
-                         X509_verify_cert_error_string(rc));
-            ngx_http_throttle_redis_conn_error(conn,
-                                               NGX_HTTP_THROTTLE_REDIS_ERR_TLS);
-            ngx_http_throttle_redis_fail(conn, err);
-            return;
-        }
-
-        name = ngx_http_throttle_redis_tls_name(conn->node);
-
-        if (ngx_http_throttle_redis_check_name(c, name) != NGX_OK) {
-            ngx_snprintf((u_char *) err, sizeof(err) - 1,
-                         "TLS certificate does not match \"%V\"%Z", name);
-            ngx_http_throttle_redis_conn_error(conn,
-                                               NGX_HTTP_THROTTLE_REDIS_ERR_TLS);
-            ngx_http_throttle_redis_fail(conn, err);
-            return;
-        }
+    if (!conn->node->worker->backend->tls_verify) {
+        return NULL;
     }
 
-    ngx_http_throttle_redis_ready(conn);
+    rc = SSL_get_verify_result(c->ssl->connection);
+
+    if (rc != X509_V_OK) {
+        ngx_snprintf((u_char *) err, size - 1,
+                     "TLS certificate verify error: (%l:%s)%Z", rc,
+                     X509_verify_cert_error_string(rc));
+        return err;
+    }
+
+    name = ngx_http_throttle_redis_tls_name(conn->node);
+
+    if (ngx_http_throttle_redis_check_name(c, name) != NGX_OK) {
+        ngx_snprintf((u_char *) err, size - 1,
+                     "TLS certificate does not match \"%V\"%Z", name);
+        return err;
+    }
+
+    return NULL;
 }
 
-/* On a connection just connected; ready() once the handshake is done and
- * the certificate checked. */
-void
+ngx_int_t
 ngx_http_throttle_redis_start_tls(ngx_http_throttle_redis_conn_t *conn) noexcept
 {
-    ngx_int_t                  rc;
     ngx_str_t                 *name;
     ngx_connection_t          *c = conn->peer.connection;
     ngx_http_throttle_redis_t *backend = conn->node->worker->backend;
@@ -139,10 +122,7 @@ ngx_http_throttle_redis_start_tls(ngx_http_throttle_redis_conn_t *conn) noexcept
                                   NGX_SSL_BUFFER | NGX_SSL_CLIENT)
         != NGX_OK)
     {
-        ngx_http_throttle_redis_conn_error(conn,
-                                           NGX_HTTP_THROTTLE_REDIS_ERR_TLS);
-        ngx_http_throttle_redis_fail(conn, "TLS setup failed");
-        return;
+        return NGX_ERROR;
     }
 
     name = ngx_http_throttle_redis_tls_name(conn->node);
@@ -155,17 +135,8 @@ ngx_http_throttle_redis_start_tls(ngx_http_throttle_redis_conn_t *conn) noexcept
         SSL_set_tlsext_host_name(c->ssl->connection, (char *) sni);
     }
 
-    rc = ngx_ssl_handshake(c);
-
-    if (rc == NGX_AGAIN) {
-        if (!c->write->timer_set) {
-            ngx_add_timer(c->write, backend->connect_timeout);
-        }
-        c->ssl->handler = ngx_http_throttle_redis_handshaked;
-        return;
-    }
-
-    ngx_http_throttle_redis_handshaked(c);
+    /* a handshake that failed has ended too: check_tls() says so */
+    return ngx_ssl_handshake(c) == NGX_AGAIN ? NGX_AGAIN : NGX_OK;
 }
 
 /* The certificates that may sign Redis's: tls_trusted_certificate=, or
