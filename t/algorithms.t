@@ -13,6 +13,7 @@
 # a timing (a phase of the second, a pause) retry with a fresh key when the
 # machine was too slow to keep it, rather than relax what they check.
 
+use Responses ();
 use SlidingWindow;
 use ThrottleTest;
 
@@ -56,11 +57,11 @@ sub timed {
     return ($res, $t0, $t1);
 }
 
-# "zone";r=R;t=T -> (R, T); undef if it is not that.
+# R and T of the RateLimit header "zone";r=R;t=T; () for another zone.
 sub ratelimit {
     my ($res, $zone) = @_;
-    my $v = header($res, 'RateLimit') // '';
-    return $v =~ /^"\Q$zone\E";r=(\d+);t=(\d+)$/ ? ($1, $2) : ();
+    my ($name, @rt) = Responses::ratelimit_of($res);
+    return defined $name && $name eq $zone ? @rt : ();
 }
 
 sub between {

@@ -33,14 +33,15 @@ use Time::HiRes qw(sleep time);
 
 use Clock qw(hour_guard);
 use RedisChecks qw(all_expire);
-use Responses qw(hdr);
+use Responses qw(hdr ratelimit_of);
 use ThrottleTest;
 
 require_redis_module();
 
 # ---------------------------------------------------------------------------
-# Helpers (perl steps call them as main::name; hour_guard, all_expire and
-# hdr come from t/lib: Clock.pm, RedisChecks.pm, Responses.pm)
+# Helpers (perl steps call them as main::name; hour_guard, all_expire,
+# hdr and ratelimit_of come from t/lib: Clock.pm, RedisChecks.pm,
+# Responses.pm)
 
 our %SHORT = (fixed_window => 'fw', sliding_window => 'sw', sliding_log => 'sl');
 our @ALGORITHMS = qw(fixed_window sliding_window sliding_log);
@@ -48,13 +49,6 @@ our @ALGORITHMS = qw(fixed_window sliding_window sliding_log);
 # SHA1 of src/scripts/NAME.lua, as the module sends it with EVALSHA.
 our %SHA = map { ($_ => RedisServer::script_sha($_)) }
     map { ($_, "${_}_refund") } @ALGORITHMS, 'gcra';
-
-# "zone", r and t of a RateLimit field (undef when absent or malformed).
-sub ratelimit {
-    my ($res) = @_;
-    my $v = $res->{headers}{ratelimit}[0] // '';
-    return $v =~ /^"([^"]+)";r=(\d+);t=(\d+)$/ ? ($1, $2, $3) : ();
-}
 
 sub show {
     my ($res) = @_;
@@ -68,8 +62,8 @@ sub show {
 # presence, and its value) within a second (rounding at a second's edge).
 sub same_answer {
     my ($label, $l, $s) = @_;
-    my ($lz, $lr, $lt) = ratelimit($l);
-    my ($sz, $sr, $st) = ratelimit($s);
+    my ($lz, $lr, $lt) = ratelimit_of($l);
+    my ($sz, $sr, $st) = ratelimit_of($s);
     my %ok;
     $ok{status} = is($s->{status}, $l->{status}, "$label: same status");
     $ok{x_status} = is(hdr($s, 'X-Status'), hdr($l, 'X-Status'), "$label: same \$throttle_status");
@@ -224,7 +218,7 @@ perl {
             my $label = "$name: $alg request $i (cost $c)";
             my $l = request("/l_$ab/a.txt", 'X-Key' => 'k', 'X-Cost' => $c);
             my $s = request("/s_$ab/a.txt", 'X-Key' => 'k', 'X-Cost' => $c);
-            my ($z, $r) = main::ratelimit($l);
+            my ($z, $r) = main::ratelimit_of($l);
             is(($l->{status} // 'none') . ' r=' . ($r // '-'), "$want_status r=$want_r",
                "$label: the local zone's answer");
             main::same_answer($label, $l, $s);
@@ -289,7 +283,7 @@ perl {
             my ($cost) = @_;
             my $calls = $redis->script_calls;
             my $r = request("/$ab/a.txt", 'X-Key' => 'd', 'X-Cost' => $cost);
-            my (undef, $rem) = main::ratelimit($r);
+            my (undef, $rem) = main::ratelimit_of($r);
             return ($r, ($r->{status} // 'none') . ' ' . (header($r, 'X-Status') // '')
                         . ' r=' . ($rem // '-'), $redis->script_calls - $calls);
         };

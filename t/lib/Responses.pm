@@ -7,6 +7,8 @@ package Responses;
 # files:
 #
 #     hdr($res, 'RateLimit')    the header's first value, or undef
+#     ratelimit_of($res)        the RateLimit header's fields: (zone, r, t),
+#                               or () without one
 #     status_of($res)           the status, or "error: WHY" (no response)
 #     count_statuses(@res)      { status_of => how many responses had it }
 #     fmt_counts(\%count)       a tally as text, keys sorted: "200 x10,
@@ -19,9 +21,18 @@ use warnings;
 
 use Exporter 'import';
 
-our @EXPORT_OK = qw(hdr status_of count_statuses fmt_counts);
+our @EXPORT_OK = qw(hdr ratelimit_of status_of count_statuses fmt_counts);
 
-sub hdr { my ($res, $h) = @_; return $res->{headers}{ lc $h }[0] }
+sub hdr {
+    my ($res, $name) = @_;
+    my $v = $res->{headers}{ lc $name };
+    return $v ? $v->[0] : undef;
+}
+
+sub ratelimit_of {
+    my $v = hdr($_[0], 'RateLimit') // '';
+    return $v =~ /^"([^"]+)";r=(\d+);t=(\d+)$/ ? ($1, $2, $3) : ();
+}
 
 sub status_of { $_[0]{status} // "error: " . ($_[0]{error} // '?') }
 

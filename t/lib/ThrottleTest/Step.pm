@@ -66,6 +66,7 @@ use Test::More ();
 use Time::HiRes qw(time sleep);
 use Processes qw(wait_until);
 use Prometheus ();
+use Responses ();
 use ThrottleTest::Http ();
 use ThrottleTest::Nginx ();
 
@@ -75,11 +76,7 @@ sub request { ThrottleTest::Http::http_request($CURRENT, @_) }
 
 sub parallel_requests { ThrottleTest::Http::http_parallel($CURRENT, @_) }
 
-sub header {
-    my ($res, $name) = @_;
-    my $v = $res->{headers}{ lc $name };
-    return $v ? $v->[0] : undef;
-}
+*header = \&Responses::hdr;
 
 sub metrics_text {
     my $res = request('GET /metrics');
