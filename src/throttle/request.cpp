@@ -307,6 +307,31 @@ RequestDecision::finish(bool rejected) noexcept
     }
 }
 
+std::optional<int64_t>
+RequestDecision::settle_units(size_t i, int64_t settled_units) const noexcept
+{
+    const ZoneCheck &c = checks_[i];
+    Status           status = outcome_.status;
+
+    if (stage_ != Stage::decided || c.policy == nullptr || turns_away(status)
+        || status == Status::rejected_dry_run)
+    {
+        return std::nullopt;
+    }
+
+    if (c.charged) {
+        return settled_units - c.cost;
+    }
+
+    /* throttle_on_error let it go on uncharged (a Redis that failed, a
+     * zone without room): what it used is charged in full */
+    if (status == Status::error_allowed) {
+        return settled_units;
+    }
+
+    return std::nullopt;
+}
+
 Status
 RequestDecision::verdict(size_t i) const noexcept
 {

@@ -27,6 +27,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 #include <type_traits>
 
@@ -214,6 +215,15 @@ class RequestDecision {
     // --- decided
 
     const Outcome &outcome() const noexcept { return outcome_; }
+    // settle=: how many more units check i's key is charged when the
+    // request ends with `settled_units` (negative: given back), or none.
+    // A zone that kept the cost is charged the difference; a zone that
+    // kept nothing because throttle_on_error let the request go on (its
+    // Redis failed, or a zone had no room) is charged all of it. A request
+    // turned away, refused by a zone (in a dry run too), or checked with an
+    // empty key settles nothing.
+    std::optional<int64_t> settle_units(size_t  i,
+                                        int64_t settled_units) const noexcept;
     // What check i's zone itself said: rejected if it refused the request,
     // whatever the others said; else the on_error status if the decision
     // fell to it or this zone's Redis failed; else delayed if its own line

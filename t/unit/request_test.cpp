@@ -4,8 +4,7 @@
 // refunds, dry run and throttle_on_error, delays, each zone's own verdict,
 // and the answer across phases. Cases by hand, then random requests
 // against a model written from the rules as docs/modes.md states them.
-#include "policy_support.hpp"
-#include "throttle/request.hpp"
+#include "request_support.hpp"
 
 #include <gtest/gtest.h>
 
@@ -16,80 +15,7 @@ namespace throttle {
 namespace {
 
 using namespace testing_support;
-
-constexpr int64_t kSecond = 1'000'000;
-
-const Policy &
-local_policy()
-{
-    static const Policy p = make_test_policy("gcra", 10, kSecond, 10);
-    return p;
-}
-
-const Policy &
-strict_policy()
-{
-    static const Policy p =
-        make_test_policy("gcra", 10, kSecond, 10, Mode::strict);
-    return p;
-}
-
-ThrottleResult
-passes(int64_t remaining)
-{
-    return ThrottleResult{false, 11, remaining, 100'000, -1};
-}
-
-// Admitted, the key full until `reset_after_us` from now: at 10r/s a line
-// of delay=2 holds a request of cost 1 for what is beyond 300 ms.
-ThrottleResult
-passes_full_for(int64_t reset_after_us)
-{
-    return ThrottleResult{false, 11, 1, reset_after_us, -1};
-}
-
-ThrottleResult
-refuses(int64_t retry_after_us)
-{
-    return ThrottleResult{true, 11, 0, 1'000'000, retry_after_us};
-}
-
-// A request's checks, and the decision over them; the test plays the
-// glue's part.
-struct Request {
-    std::vector<ZoneCheck> checks;
-    RequestDecision        decision;
-
-    explicit Request(std::initializer_list<const Policy *> policies,
-                     RequestRules                          rules = {})
-    {
-        for (const Policy *p : policies) {
-            ZoneCheck c;
-            c.policy = p;
-            c.cost = 1;
-            checks.push_back(c);
-        }
-        decision.begin(rules, checks.data(), checks.size());
-    }
-
-    // The zones of this stage decide: `results[i]` for check i (ignored
-    // when it takes no part); `room`: whether every zone has room for the
-    // charge.
-    void pass(std::initializer_list<ThrottleResult> results, bool room = true)
-    {
-        size_t i = 0;
-        for (const ThrottleResult &r : results) {
-            if (decision.takes_part(i)) {
-                checks[i].decision.result = r;
-            }
-            i++;
-        }
-        decision.end_pass(room);
-    }
-
-    Status status() const { return decision.outcome().status; }
-    int    binding() const { return decision.outcome().binding; }
-};
+using namespace request_support;
 
 TEST(RequestDecision, NoKeyNoDecision)
 {
