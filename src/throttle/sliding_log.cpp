@@ -36,21 +36,29 @@ struct Ring {
     int64_t index(int64_t i) const noexcept { return (head + i) % capacity; }
     int64_t at(int64_t i) const noexcept { return slots[index(i)]; }
 
-    // Entries are in time order, so the live ones are a suffix: bisected,
-    // as a key may hold up to kMaxLogMax of them.
-    int64_t first_live(int64_t now_us, int64_t window_us) const noexcept
+    // Entries are in time order: those `before` holds for are a prefix,
+    // of which this is the length. Bisected, as a key may hold up to
+    // kMaxLogMax of them.
+    template <typename Before> int64_t count_while(Before before) const noexcept
     {
         int64_t lo = 0;
         int64_t hi = size;
         while (lo < hi) {
             const int64_t mid = lo + (hi - lo) / 2;
-            if (at(mid) <= now_us - window_us) {
+            if (before(at(mid))) {
                 lo = mid + 1;
             } else {
                 hi = mid;
             }
         }
         return lo;
+    }
+
+    // The live entries are a suffix: where it starts.
+    int64_t first_live(int64_t now_us, int64_t window_us) const noexcept
+    {
+        return count_while(
+            [&](int64_t ts) { return ts <= now_us - window_us; });
     }
 };
 

@@ -85,19 +85,9 @@ sliding_window_decide(const WindowParams &params, const KeyState *current,
     const int64_t start = window_start(now_us, w);
     const int64_t elapsed = now_us - start;
 
-    int64_t prev = 0;
-    int64_t cur = 0;
-    if (current != nullptr) {
-        const int64_t stored = current->words[0];
-        const int64_t p = high_count(current->words[1]);
-        const int64_t c = low_count(current->words[1]);
-        if (stored == start) {
-            prev = p;
-            cur = c;
-        } else if (stored == start - w) {
-            prev = c;
-        }
-    }
+    const WindowCounts counts(current, start, w);
+    const int64_t      prev = counts.previous;
+    int64_t            cur = counts.current;
 
     Decision d;
     d.result.limit = limit;

@@ -103,4 +103,29 @@ Decision sliding_window_decide(const WindowParams &params,
                                const KeyState *current, int64_t now_us,
                                int64_t cost) noexcept;
 
+// A window counter's state read as of the window starting at `start`
+// (fixed_window's count is pack_counts(0, count)): a stored window that
+// has since become the previous one brings its count along; an older one
+// (or a later one, if the clock went back) counts nothing.
+struct WindowCounts {
+    int64_t previous = 0;
+    int64_t current = 0;
+
+    // (inline: sliding_window_decide() reads it for every request)
+    constexpr WindowCounts(const KeyState *state, int64_t start,
+                           int64_t window_us) noexcept
+    {
+        if (state == nullptr) {
+            return;
+        }
+        const int64_t stored = state->words[0];
+        if (stored == start) {
+            previous = high_count(state->words[1]);
+            current = low_count(state->words[1]);
+        } else if (stored == start - window_us) {
+            previous = low_count(state->words[1]);
+        }
+    }
+};
+
 } // namespace throttle
