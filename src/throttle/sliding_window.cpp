@@ -119,7 +119,7 @@ sliding_window_decide(const WindowParams &params, const KeyState *current,
     }
 
     // Clamped as a double: counters stored under a larger limit (before a
-    // reload) can make it negative.
+    // reload), or a settle's debt, can make it negative.
     d.result.remaining =
         left > 0 ? static_cast<int64_t>(std::floor(left)) : int64_t{0};
     if (cur > 0) {
@@ -143,7 +143,7 @@ class SlidingWindow final : public WindowAlgorithm {
         : WindowAlgorithm(
             "sliding_window", false, kMaxSlidingWindowLimit,
             {&lua::sliding_window, &lua::sliding_window_refund, 1},
-            &kSlidingWindowSync)
+            &kSlidingWindowSync, PreviousWindow::weighs)
     {
     }
 
