@@ -122,6 +122,22 @@ class Algorithm {
     virtual void record(const Policy &policy, const Decision &decision,
                         int64_t now_us, int64_t cost, KeyState &state,
                         int64_t &expire_at_us, int64_t *log) const noexcept;
+    // Settles a reservation recorded at reserved_at_us, once its request
+    // has ended, by `delta_units` (the units it used less those reserved:
+    // neither 0 nor INT64_MIN). The key is live at now_us, or comes zeroed
+    // as a fresh key's (Policy::settle() sees to it). A charge (delta > 0)
+    // is made at now_us even if it overdraws the key: the request was
+    // served, and the requests after it are rejected until the debt has
+    // drained. A refund (delta < 0) gives back at most -delta units of
+    // that reservation, of those that still count (not those of a window
+    // that has ended, nor log entries that have left the window; GCRA's
+    // funnel drains as one, see gcra_settle()), and never leaves the key
+    // emptier than a fresh key. Nothing overflows: what cannot be held
+    // saturates (see each algorithm). `expire_at_us` becomes when the
+    // state is a fresh key's again: now_us if it already is.
+    virtual void settle(const Policy &policy, int64_t delta_units,
+                        int64_t reserved_at_us, int64_t now_us, KeyState &state,
+                        int64_t &expire_at_us, int64_t *log) const noexcept = 0;
 
     // --- strict zones: Redis decides; the zone remembers its answers
 

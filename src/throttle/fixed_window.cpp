@@ -42,8 +42,8 @@ fixed_window_decide(const WindowParams &params, const KeyState *current,
         d.result.retry_after_us = end - now_us;
     }
 
-    // A counter stored under a larger limit (before a reload) may exceed
-    // this one.
+    // A counter stored under a larger limit (before a reload), or a
+    // settle's debt, may exceed this one.
     d.result.remaining = std::max<int64_t>(0, limit - count);
     d.result.reset_after_us = count > 0 ? end - now_us : 0;
     return d;
@@ -60,7 +60,7 @@ class FixedWindow final : public WindowAlgorithm {
     constexpr FixedWindow() noexcept
         : WindowAlgorithm("fixed_window", false, INT64_MAX,
                           {&lua::fixed_window, &lua::fixed_window_refund, 1},
-                          &kFixedWindowSync)
+                          &kFixedWindowSync, PreviousWindow::ignored)
     {
     }
 

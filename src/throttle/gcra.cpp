@@ -66,6 +66,30 @@ gcra_delay_us(int64_t emission_interval_us, int64_t reset_after_us,
     return reset_after_us > ahead_us ? reset_after_us - ahead_us : 0;
 }
 
+int64_t
+gcra_settle(int64_t emission_interval_us, int64_t tat_us, int64_t delta_units,
+            int64_t now_us) noexcept
+{
+    const int64_t tat = std::max(tat_us, now_us);
+    int64_t       span_us = 0;
+    int64_t       moved_us = 0;
+    // signed: a refund's span is negative
+    const bool overflows =
+        __builtin_mul_overflow(emission_interval_us, delta_units, &span_us)
+        || __builtin_add_overflow(tat, span_us, &moved_us);
+
+    if (delta_units < 0) {
+        // one that overflows gives back far more than the key holds
+        return overflows ? now_us : std::max(moved_us, now_us);
+    }
+
+    // decide() adds up to a tolerance to the TAT
+    constexpr int64_t kLatestTatUs = INT64_MAX - kMaxToleranceUs;
+    const int64_t     ceiling_us =
+        now_us < kLatestTatUs - kMaxDebtUs ? now_us + kMaxDebtUs : kLatestTatUs;
+    return overflows ? ceiling_us : std::min(moved_us, ceiling_us);
+}
+
 GcraParams
 gcra_params(const Policy &policy) noexcept
 {
@@ -201,6 +225,16 @@ class Gcra final : public Algorithm {
                     int64_t cost) const noexcept override
     {
         return gcra_decision(policy, current, now_us, cost);
+    }
+
+    // A zeroed TAT, a fresh key's, reads as now.
+    void settle(const Policy &policy, int64_t delta_units, int64_t,
+                int64_t now_us, KeyState &state, int64_t &expire_at_us,
+                int64_t *) const noexcept override
+    {
+        state.words[0] = gcra_settle(policy.emission_interval_us,
+                                     state.words[0], delta_units, now_us);
+        expire_at_us = state.words[0];
     }
 
     StrictScripts strict_scripts() const noexcept override

@@ -51,6 +51,22 @@ GcraOutcome gcra_decide(const GcraParams &params, std::optional<int64_t> tat_us,
 int64_t gcra_delay_us(int64_t emission_interval_us, int64_t reset_after_us,
                       int64_t cost, int64_t delay) noexcept;
 
+// The furthest ahead of now a settle's debt may put a key's TAT: 2^52 us
+// (about 142 years), twice the longest tolerance, so that a key in that
+// much debt still rejects every request for 71 years at least. (Debts
+// that large come only from a slow rate: 1e9 units at 1r/d are 2^66 us.)
+constexpr int64_t kMaxDebtUs = int64_t{1} << 52;
+
+// Settles a key whose TAT is `tat_us` (at most now_us for a fresh key) by
+// delta_units (see Algorithm::settle()): a charge moves the TAT to
+// max(TAT, now) + delta * T, at most kMaxDebtUs ahead of now (and never
+// where decide's TAT + tolerance would overflow); a refund moves it back
+// by -delta * T, never before now, as gcra_refund.lua does. A funnel
+// drains as one: when the reservation was made does not matter. Returns
+// the new TAT; the key is fresh if it is now_us.
+int64_t gcra_settle(int64_t emission_interval_us, int64_t tat_us,
+                    int64_t delta_units, int64_t now_us) noexcept;
+
 // Async mode: a key's TAT in this node's clock after a sync. Redis said the
 // TAT was "global_ttl_us" ahead of its clock when it ran the batch sent at
 // "sent_at_us"; the node has charged "pending_units" more since.

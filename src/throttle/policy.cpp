@@ -3,6 +3,8 @@
 
 #include "throttle/clock.hpp"
 
+#include <algorithm>
+
 namespace throttle {
 
 Parsed<Policy>
@@ -139,6 +141,28 @@ Policy::commit(const Decision &decision, int64_t now, int64_t cost,
         key.pending = algorithm->syncing()->charge(*this, key.pending, cost,
                                                    now, key.state);
     }
+}
+
+void
+Policy::settle(StoredKey &key, int64_t *log, int64_t reserved_units,
+               int64_t settled_units, int64_t reserved_at_us,
+               int64_t now) const noexcept
+{
+    // both counts >= 0: their difference cannot overflow
+    const int64_t delta_units = std::max<int64_t>(settled_units, 0)
+        - std::max<int64_t>(reserved_units, 0);
+    if (mode != Mode::local || delta_units == 0) {
+        return;
+    }
+
+    if (key.expire_at_us <= now) {
+        if (delta_units < 0) {
+            return; // nothing of the reservation is left to give back
+        }
+        key.state = KeyState{};
+    }
+    algorithm->settle(*this, delta_units, reserved_at_us, now, key.state,
+                      key.expire_at_us, log);
 }
 
 int64_t

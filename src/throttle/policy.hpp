@@ -99,6 +99,20 @@ struct Policy {
     void commit(const Decision &decision, int64_t now_us, int64_t cost,
                 StoredKey &key, int64_t *log) const noexcept;
 
+    // A local zone, once a request it charged `reserved_units` at
+    // reserved_at_us has ended: settles the key to the units the request
+    // really used (`settled_units`; a negative count is none), as
+    // Algorithm::settle() says: the difference is charged at now_us even
+    // beyond the limit, or the part of the reservation that still counts
+    // is given back. A key the zone holds stale, or a new one (zeroed, as
+    // for commit()), is a fresh key's: a charge makes it hold just that
+    // charge, a refund leaves it as it is. Strict and async zones do not
+    // settle yet (the glue does not call it for them; their keys are left
+    // as they are).
+    void settle(StoredKey &key, int64_t *log, int64_t reserved_units,
+                int64_t settled_units, int64_t reserved_at_us,
+                int64_t now_us) const noexcept;
+
     // delay=: how long a request this zone admitted (`result`: its answer,
     // or Redis's, for `cost` units) waits before it goes on, when its line
     // lets `delay` units be ahead of a request that goes at once (kNoDelay:

@@ -36,21 +36,29 @@ struct Ring {
     int64_t index(int64_t i) const noexcept { return (head + i) % capacity; }
     int64_t at(int64_t i) const noexcept { return slots[index(i)]; }
 
-    // Entries are in time order, so the live ones are a suffix: bisected,
-    // as a key may hold up to kMaxLogMax of them.
-    int64_t first_live(int64_t now_us, int64_t window_us) const noexcept
+    // Entries are in time order: those `before` holds for are a prefix,
+    // of which this is the length. Bisected, as a key may hold up to
+    // kMaxLogMax of them.
+    template <typename Before> int64_t count_while(Before before) const noexcept
     {
         int64_t lo = 0;
         int64_t hi = size;
         while (lo < hi) {
             const int64_t mid = lo + (hi - lo) / 2;
-            if (at(mid) <= now_us - window_us) {
+            if (before(at(mid))) {
                 lo = mid + 1;
             } else {
                 hi = mid;
             }
         }
         return lo;
+    }
+
+    // The live entries are a suffix: where it starts.
+    int64_t first_live(int64_t now_us, int64_t window_us) const noexcept
+    {
+        return count_while(
+            [&](int64_t ts) { return ts <= now_us - window_us; });
     }
 };
 
@@ -133,16 +141,48 @@ sliding_log_record(const WindowParams &params, KeyState &state, int64_t *slots,
     return size > 0 ? slots[(head + size - 1) % capacity] + w : 0;
 }
 
+void
+sliding_log_refund(const WindowParams &params, KeyState &state, int64_t *slots,
+                   int64_t stamp_us, int64_t now_us, int64_t units,
+                   int64_t &expire_at_us) noexcept
+{
+    const Ring    ring(params, state, slots);
+    const int64_t first = ring.first_live(now_us, params.window_us);
+    // the live entries stamped stamp_us: a run, the ring being sorted
+    const int64_t from = std::max(
+        first, ring.count_while([&](int64_t ts) { return ts < stamp_us; }));
+    const int64_t to =
+        ring.count_while([&](int64_t ts) { return ts <= stamp_us; });
+    const int64_t removed = std::min(units, std::max<int64_t>(to - from, 0));
+    if (removed == 0) {
+        return;
+    }
+
+    // The newer entries move down over the removed ones (a refund is most
+    // often of a recent request: fewer to move); those that left the
+    // window are dropped.
+    for (int64_t i = from + removed; i < ring.size; i++) {
+        slots[ring.index(i - removed)] = ring.at(i);
+    }
+    const int64_t size = ring.size - removed - first;
+    state.words[0] = ring.index(first);
+    state.words[1] = size;
+    expire_at_us =
+        size > 0 ? ring.at(first + size - 1) + params.window_us : now_us;
+}
+
 namespace {
 
 class SlidingLog final : public WindowAlgorithm {
   public:
     // Its limit is capped by log_max; the decision names its entries' time
-    // and first sequence number, for the refund.
+    // and first sequence number, for the refund. Its entries of the window
+    // before weigh on the current one, as a sliding_window's counter does
+    // (but it settles its own way, below).
     constexpr SlidingLog() noexcept
         : WindowAlgorithm("sliding_log", true, INT64_MAX,
                           {&lua::sliding_log, &lua::sliding_log_refund, 2},
-                          nullptr)
+                          nullptr, PreviousWindow::weighs)
     {
     }
 
@@ -192,6 +232,23 @@ class SlidingLog final : public WindowAlgorithm {
         }
         expire_at_us =
             sliding_log_record(window_params(policy), state, log, now_us, cost);
+    }
+
+    // The ring holds `limit` entries: a debt is at most a ring full of
+    // entries at now_us (the oldest give way), which rejects every request
+    // for a window.
+    void settle(const Policy &policy, int64_t delta_units,
+                int64_t reserved_at_us, int64_t now_us, KeyState &state,
+                int64_t &expire_at_us, int64_t *log) const noexcept override
+    {
+        const WindowParams params = window_params(policy);
+        if (delta_units > 0) {
+            expire_at_us =
+                sliding_log_record(params, state, log, now_us, delta_units);
+        } else {
+            sliding_log_refund(params, state, log, reserved_at_us, now_us,
+                               -delta_units, expire_at_us);
+        }
     }
 
     ScriptArgs refund_args(const Policy &, int64_t cost,

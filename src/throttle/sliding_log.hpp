@@ -27,7 +27,8 @@ namespace throttle {
 //                the window (-1 if passed, or if cost > limit)
 //   expire_at    when the newest entry leaves the window (after this
 //                request, if it passed: what sliding_log_record() returns)
-// `store` is false: the state changes only through sliding_log_record().
+// `store` is false: the state changes only through sliding_log_record()
+// (and sliding_log_refund()).
 // `slots` holds params.limit timestamps, in ring order (null for a fresh
 // key).
 Decision sliding_log_decide(const WindowParams &params, const KeyState &state,
@@ -41,5 +42,16 @@ Decision sliding_log_decide(const WindowParams &params, const KeyState &state,
 int64_t sliding_log_record(const WindowParams &params, KeyState &state,
                            int64_t *slots, int64_t now_us,
                            int64_t cost) noexcept;
+
+// A refund (Algorithm::settle()): removes up to `units` entries stamped
+// stamp_us that are still in the window at now_us (those that left it
+// are gone already), dropping the entries that have left the window, and
+// sets expire_at_us to when the newest entry kept leaves the window, or
+// to now_us if none is left. Nothing changes if no entry is removed. As
+// sliding_log_refund.lua, which removes a request's entries by their
+// stamp and sequence numbers.
+void sliding_log_refund(const WindowParams &params, KeyState &state,
+                        int64_t *slots, int64_t stamp_us, int64_t now_us,
+                        int64_t units, int64_t &expire_at_us) noexcept;
 
 } // namespace throttle

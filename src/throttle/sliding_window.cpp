@@ -85,19 +85,9 @@ sliding_window_decide(const WindowParams &params, const KeyState *current,
     const int64_t start = window_start(now_us, w);
     const int64_t elapsed = now_us - start;
 
-    int64_t prev = 0;
-    int64_t cur = 0;
-    if (current != nullptr) {
-        const int64_t stored = current->words[0];
-        const int64_t p = high_count(current->words[1]);
-        const int64_t c = low_count(current->words[1]);
-        if (stored == start) {
-            prev = p;
-            cur = c;
-        } else if (stored == start - w) {
-            prev = c;
-        }
-    }
+    const WindowCounts counts(current, start, w);
+    const int64_t      prev = counts.previous;
+    int64_t            cur = counts.current;
 
     Decision d;
     d.result.limit = limit;
@@ -129,7 +119,7 @@ sliding_window_decide(const WindowParams &params, const KeyState *current,
     }
 
     // Clamped as a double: counters stored under a larger limit (before a
-    // reload) can make it negative.
+    // reload), or a settle's debt, can make it negative.
     d.result.remaining =
         left > 0 ? static_cast<int64_t>(std::floor(left)) : int64_t{0};
     if (cur > 0) {
@@ -153,7 +143,7 @@ class SlidingWindow final : public WindowAlgorithm {
         : WindowAlgorithm(
             "sliding_window", false, kMaxSlidingWindowLimit,
             {&lua::sliding_window, &lua::sliding_window_refund, 1},
-            &kSlidingWindowSync)
+            &kSlidingWindowSync, PreviousWindow::weighs)
     {
     }
 

@@ -58,28 +58,77 @@ decide_state(const Policy &p, const KeyState *state, int64_t now, int64_t cost,
 
 // One key held the way a zone holds it: what its shared memory keeps of
 // it, and the words beside it (a sliding_log's ring). hit() decides and,
-// if the request passed, commits: a zone with one throttle line.
+// if the request passed, commits: a zone with one throttle line. settle()
+// settles a request it charged, once the request has ended.
 struct StoredSlot {
     bool                 held = false;
     StoredKey            key;
     std::vector<int64_t> log;
 
+    // What the zone decides, committing nothing.
+    Decision peek(const Policy &p, int64_t now, int64_t cost) const
+    {
+        return p.decide(held ? &key : nullptr, held ? log.data() : nullptr, now,
+                        cost);
+    }
+
     Decision hit(const Policy &p, int64_t now, int64_t cost)
     {
-        Decision d = p.decide(held ? &key : nullptr,
-                              held ? log.data() : nullptr, now, cost);
+        Decision d = peek(p, now, cost);
         if (!d.result.limited && d.store) {
-            if (!held) {
-                // a new node: zeroed, and for a sliding_log, slots whose
-                // leftovers would count if they were read
-                held = true;
-                key = StoredKey{};
-                log.assign(static_cast<size_t>(p.log_slots), now);
-            }
+            hold(p, now);
             p.commit(d, now, cost, key, log.data());
         }
         return d;
     }
+
+    // A key the zone does not hold is made for a charge only.
+    void settle(const Policy &p, int64_t reserved_units, int64_t settled_units,
+                int64_t reserved_at_us, int64_t now)
+    {
+        if (!held && settled_units <= reserved_units) {
+            return;
+        }
+        hold(p, now);
+        p.settle(key, log.data(), reserved_units, settled_units, reserved_at_us,
+                 now);
+    }
+
+  private:
+    void hold(const Policy &p, int64_t now)
+    {
+        if (!held) {
+            // a new node: zeroed, and for a sliding_log, slots whose
+            // leftovers would count if they were read
+            held = true;
+            key = StoredKey{};
+            log.assign(static_cast<size_t>(p.log_slots), now);
+        }
+    }
 };
+
+// Whether two slots hold the same, to the word.
+inline bool
+same_slot(const StoredSlot &a, const StoredSlot &b)
+{
+    const StoredKey &x = a.key;
+    const StoredKey &y = b.key;
+    return a.held == b.held && x.expire_at_us == y.expire_at_us
+        && x.pending.units == y.pending.units
+        && x.pending.since == y.pending.since
+        && x.state.words[0] == y.state.words[0]
+        && x.state.words[1] == y.state.words[1] && a.log == b.log;
+}
+
+// The key's state words and expiry, as the zone holds them.
+inline void
+expect_key(const StoredSlot &slot, int64_t word0, int64_t word1,
+           int64_t expire_at_us)
+{
+    EXPECT_TRUE(slot.held);
+    EXPECT_EQ(slot.key.state.words[0], word0);
+    EXPECT_EQ(slot.key.state.words[1], word1);
+    EXPECT_EQ(slot.key.expire_at_us, expire_at_us);
+}
 
 } // namespace throttle::testing_support
