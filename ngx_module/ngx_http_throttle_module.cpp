@@ -289,6 +289,19 @@ ngx_http_throttle_check_refs(ngx_conf_t                    *cf,
             return NGX_ERROR;
         }
 
+        refusal = refs[i].settle.len
+            ? throttle::settle_refusal(zone->policy, why)
+            : NULL;
+
+        if (refusal) {
+            ngx_log_error(NGX_LOG_EMERG, cf->log, 0,
+                          "invalid parameter \"settle=%V\" in \"throttle\" "
+                          "directive in %V:%ui: zone \"%V\" %s",
+                          &refs[i].settle, &refs[i].file, refs[i].line,
+                          &zone->name, refusal);
+            return NGX_ERROR;
+        }
+
         if (refs[i].delay_units == throttle::kNoDelay) {
             continue;
         }
@@ -304,6 +317,28 @@ ngx_http_throttle_check_refs(ngx_conf_t                    *cf,
             return NGX_ERROR;
         }
     }
+
+    return NGX_OK;
+}
+
+/* settle= runs in the log phase, before every other handler there (its
+ * handlers run in the order they were added, and access_log's was added
+ * first), so that access_log sees $throttle_settled. Installed only when a
+ * line has settle=. */
+static ngx_int_t
+ngx_http_throttle_first_log_handler(ngx_http_core_main_conf_t *cmcf) noexcept
+{
+    ngx_array_t         *handlers = &cmcf->phases[NGX_HTTP_LOG_PHASE].handlers;
+    ngx_http_handler_pt *h;
+
+    h = (ngx_http_handler_pt *) ngx_array_push(handlers);
+    if (h == NULL) {
+        return NGX_ERROR;
+    }
+
+    h = (ngx_http_handler_pt *) handlers->elts;
+    ngx_memmove(&h[1], &h[0], (handlers->nelts - 1) * sizeof(*h));
+    h[0] = ngx_http_throttle_settle_handler;
 
     return NGX_OK;
 }
@@ -357,6 +392,10 @@ ngx_http_throttle_init(ngx_conf_t *cf) noexcept
         }
 
         *h = ngx_http_throttle_authorized_handler;
+    }
+
+    if (tmcf->settle && ngx_http_throttle_first_log_handler(cmcf) != NGX_OK) {
+        return NGX_ERROR;
     }
 
     return ngx_http_throttle_filter_init(cf);

@@ -44,11 +44,13 @@ extern "C" ngx_module_t ngx_http_throttle_module;
 #define NGX_HTTP_THROTTLE_ON_ERROR_DENY 1
 
 /* Where a "throttle" or "throttle_api" line named a zone, to report one
- * never defined, or one that cannot take the delay= asked of it. */
+ * never defined, or one that cannot take the delay= or settle= asked of
+ * it. */
 typedef struct {
     ngx_shm_zone_t *shm_zone;
     const char     *directive;
     int64_t         delay_units; /* throttle::kNoDelay: none */
+    ngx_str_t       settle;      /* settle=, as written; empty: none */
     ngx_str_t       file;
     ngx_uint_t      line;
 } ngx_http_throttle_zone_ref_t;
@@ -58,6 +60,7 @@ typedef struct {
     ngx_array_t zones;      /* of ngx_http_throttle_zone_t *, defined */
     ngx_array_t zone_refs;  /* of ngx_http_throttle_zone_ref_t, used */
     ngx_flag_t  authorized; /* a "throttle" line has phase=authorized */
+    ngx_flag_t  settle;     /* a "throttle" line has settle= */
 } ngx_http_throttle_main_conf_t;
 
 typedef struct {

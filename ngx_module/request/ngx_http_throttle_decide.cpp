@@ -41,6 +41,7 @@ ngx_http_throttle_prepare(ngx_http_request_t        *r,
 
     zone = (ngx_http_throttle_zone_t *) limit->shm_zone->data;
     check->lookup.zone = zone;
+    check->settle = limit->settle;
 
     if (ngx_http_complex_value(r, &zone->key, &key) != NGX_OK) {
         return NGX_ERROR;

@@ -3,7 +3,8 @@
  * The location's directives:
  *
  *     throttle zone=name [cost=N|$variable] [phase=preaccess|authorized]
- *              [delay=N];           (several: all of a phase must pass)
+ *              [delay=N] [settle=$variable];
+ *                                   (several: all of a phase must pass)
  *     throttle_status 400..599;
  *     throttle_headers on|off|legacy;  throttle_log_level ...;
  *     throttle_on_error allow|deny;    (enums, with their own setter)
@@ -22,6 +23,7 @@ typedef struct {
     ngx_str_t  cost;
     ngx_uint_t phase;
     ngx_int_t  delay;
+    ngx_str_t  settle;
 } ngx_http_throttle_line_args_t;
 
 static ngx_conf_enum_t ngx_http_throttle_phase_names[] = {
@@ -50,15 +52,37 @@ static const ngx_http_throttle_param_t ngx_http_throttle_line_params[] = {
      offsetof(ngx_http_throttle_line_args_t, phase), &ngx_http_throttle_phases},
     {"delay=", ngx_http_throttle_param_number,
      offsetof(ngx_http_throttle_line_args_t, delay), &ngx_http_throttle_delays},
+    {"settle=", ngx_http_throttle_param_str,
+     offsetof(ngx_http_throttle_line_args_t, settle), NULL},
     {NULL, NULL, 0, NULL}};
+
+/* A parameter's text with variables, compiled to be evaluated per request;
+ * NULL on error (logged). */
+static ngx_http_complex_value_t *
+ngx_http_throttle_line_value(ngx_conf_t *cf, ngx_str_t *text) noexcept
+{
+    ngx_http_complex_value_t        *cv;
+    ngx_http_compile_complex_value_t ccv;
+
+    cv = (ngx_http_complex_value_t *) ngx_palloc(
+        cf->pool, sizeof(ngx_http_complex_value_t));
+    if (cv == NULL) {
+        return NULL;
+    }
+
+    ngx_memzero(&ccv, sizeof(ngx_http_compile_complex_value_t));
+    ccv.cf = cf;
+    ccv.value = text;
+    ccv.complex_value = cv;
+
+    return ngx_http_compile_complex_value(&ccv) == NGX_OK ? cv : NULL;
+}
 
 /* cost= is a number, or text with variables evaluated per request. */
 static char *
 ngx_http_throttle_line_set_cost(ngx_conf_t *cf, ngx_str_t *text,
                                 ngx_http_throttle_limit_t *limit) noexcept
 {
-    ngx_http_compile_complex_value_t ccv;
-
     limit->cost = NULL;
     limit->cost_value = 1;
 
@@ -80,22 +104,34 @@ ngx_http_throttle_line_set_cost(ngx_conf_t *cf, ngx_str_t *text,
         return NGX_CONF_OK;
     }
 
-    limit->cost = (ngx_http_complex_value_t *) ngx_palloc(
-        cf->pool, sizeof(ngx_http_complex_value_t));
-    if (limit->cost == NULL) {
+    limit->cost = ngx_http_throttle_line_value(cf, text);
+
+    return limit->cost ? NGX_CONF_OK : (char *) NGX_CONF_ERROR;
+}
+
+/* settle=: evaluated when the request ends (ngx_http_throttle_settle.cpp);
+ * whether its zone can settle is checked once every zone is known. */
+static char *
+ngx_http_throttle_line_set_settle(ngx_conf_t *cf, ngx_str_t *text,
+                                  ngx_http_throttle_limit_t *limit) noexcept
+{
+    limit->settle = NULL;
+
+    if (text->data == NULL) {
+        return NGX_CONF_OK;
+    }
+
+    if (text->len == 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid parameter \"settle=\" in \"throttle\": "
+                           "it needs the units a request used, such as "
+                           "settle=$upstream_http_x_tokens_used");
         return (char *) NGX_CONF_ERROR;
     }
 
-    ngx_memzero(&ccv, sizeof(ngx_http_compile_complex_value_t));
-    ccv.cf = cf;
-    ccv.value = text;
-    ccv.complex_value = limit->cost;
+    limit->settle = ngx_http_throttle_line_value(cf, text);
 
-    if (ngx_http_compile_complex_value(&ccv) != NGX_OK) {
-        return (char *) NGX_CONF_ERROR;
-    }
-
-    return NGX_CONF_OK;
+    return limit->settle ? NGX_CONF_OK : (char *) NGX_CONF_ERROR;
 }
 
 /* Keeps the lines sorted by zone name: a request locks its zones in this
@@ -155,10 +191,11 @@ ngx_http_throttle_line_unique(ngx_conf_t                   *cf,
 
 /* Remembers where "directive" named the zone, to report one never
  * defined, or one that cannot take the line's delay= (throttle::kNoDelay:
- * none). */
+ * none) or settle= (NULL: none). */
 char *
 ngx_http_throttle_zone_ref(ngx_conf_t *cf, ngx_shm_zone_t *shm_zone,
-                           const char *directive, int64_t delay_units) noexcept
+                           const char *directive, int64_t delay_units,
+                           ngx_str_t *settle) noexcept
 {
     ngx_http_throttle_zone_ref_t  *ref;
     ngx_http_throttle_main_conf_t *tmcf;
@@ -174,6 +211,7 @@ ngx_http_throttle_zone_ref(ngx_conf_t *cf, ngx_shm_zone_t *shm_zone,
     ref->shm_zone = shm_zone;
     ref->delay_units = delay_units;
     ref->directive = directive;
+    ref->settle = settle ? *settle : ngx_str_t{0, NULL};
     ref->file = cf->conf_file->file.name;
     ref->line = cf->conf_file->line;
 
@@ -193,6 +231,7 @@ ngx_http_throttle_directive(ngx_conf_t *cf, ngx_command_t *cmd,
 
     ngx_str_null(&la.zone);
     ngx_str_null(&la.cost);
+    ngx_str_null(&la.settle);
     la.phase = NGX_HTTP_THROTTLE_PREACCESS;
     la.delay = NGX_CONF_UNSET;
 
@@ -220,10 +259,15 @@ ngx_http_throttle_directive(ngx_conf_t *cf, ngx_command_t *cmd,
         return (char *) NGX_CONF_ERROR;
     }
 
+    tmcf = (ngx_http_throttle_main_conf_t *) ngx_http_conf_get_module_main_conf(
+        cf, ngx_http_throttle_module);
+
     if (la.phase == NGX_HTTP_THROTTLE_AUTHORIZED) {
-        tmcf = (ngx_http_throttle_main_conf_t *)
-            ngx_http_conf_get_module_main_conf(cf, ngx_http_throttle_module);
         tmcf->authorized = 1;
+    }
+
+    if (la.settle.data) {
+        tmcf->settle = 1;
     }
 
     lines = &tlcf->limits[la.phase];
@@ -245,14 +289,17 @@ ngx_http_throttle_directive(ngx_conf_t *cf, ngx_command_t *cmd,
     limit->delay_units =
         la.delay == NGX_CONF_UNSET ? throttle::kNoDelay : la.delay;
 
-    if (ngx_http_throttle_line_set_cost(cf, &la.cost, limit) != NGX_CONF_OK) {
+    if (ngx_http_throttle_line_set_cost(cf, &la.cost, limit) != NGX_CONF_OK
+        || ngx_http_throttle_line_set_settle(cf, &la.settle, limit)
+            != NGX_CONF_OK)
+    {
         return (char *) NGX_CONF_ERROR;
     }
 
     ngx_http_throttle_line_sort(*lines);
 
     return ngx_http_throttle_zone_ref(cf, shm_zone, "throttle",
-                                      limit->delay_units);
+                                      limit->delay_units, &la.settle);
 }
 
 /* ngx_conf_set_enum_slot, with a message that names the directive and the

@@ -54,6 +54,7 @@ ngx_http_throttle_create_ctx(ngx_http_request_t *r) noexcept
     }
 
     ctx = new (cln->data) ngx_http_throttle_request_ctx_t();
+    ctx->settled_units = -1;
     cln->handler = ngx_http_throttle_ctx_marker;
 
     ngx_http_set_ctx(r->main, ctx, ngx_http_throttle_module);

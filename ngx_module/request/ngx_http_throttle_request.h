@@ -20,6 +20,7 @@ typedef struct {
     ngx_http_complex_value_t *cost; /* NULL: cost_value is constant */
     int64_t                   cost_value;
     int64_t                   delay_units; /* delay=, or throttle::kNoDelay */
+    ngx_http_complex_value_t *settle;      /* settle=, NULL: none */
 } ngx_http_throttle_limit_t;
 
 typedef struct ngx_http_throttle_ctx_s ngx_http_throttle_ctx_t;
@@ -28,6 +29,7 @@ typedef struct ngx_http_throttle_ctx_s ngx_http_throttle_ctx_t;
  * Redis call; the decision's side is lookup.part (throttle::ZoneCheck). */
 typedef struct {
     ngx_http_throttle_lookup_t lookup;
+    ngx_http_complex_value_t  *settle; /* its line's settle=, or NULL */
     /* strict mode */
     ngx_http_throttle_ctx_t       *ctx;
     ngx_str_t                      redis_key;
@@ -102,6 +104,9 @@ ngx_http_throttle_status_name(throttle::Status status) noexcept
 typedef struct {
     ngx_http_throttle_ctx_t phases[NGX_HTTP_THROTTLE_NPHASES];
     ngx_http_throttle_ctx_t api;
+    /* $throttle_settled: the units the answer's zone was charged in the
+     * end, once the request ended (-1: none settled) */
+    int64_t settled_units;
 } ngx_http_throttle_request_ctx_t;
 
 /* A check given to the decision as it is (throttle_api), not evaluated
@@ -121,8 +126,8 @@ char *ngx_http_throttle_set_enum(ngx_conf_t *cf, ngx_command_t *cmd,
 char *ngx_http_throttle_set_status(ngx_conf_t *cf, ngx_command_t *cmd,
                                    void *conf) noexcept;
 char *ngx_http_throttle_zone_ref(ngx_conf_t *cf, ngx_shm_zone_t *shm_zone,
-                                 const char *directive,
-                                 int64_t     delay_units) noexcept;
+                                 const char *directive, int64_t delay_units,
+                                 ngx_str_t *settle) noexcept;
 
 /* ngx_http_throttle_decide.cpp: the decision over a request's zones */
 ngx_int_t ngx_http_throttle_start(ngx_http_request_t      *r,
@@ -148,6 +153,9 @@ ngx_int_t ngx_http_throttle_authorized_handler(ngx_http_request_t *r) noexcept;
 /* ngx_http_throttle_strict.cpp */
 ngx_uint_t ngx_http_throttle_strict_send(ngx_http_throttle_ctx_t *ctx) noexcept;
 void ngx_http_throttle_strict_settle(ngx_http_throttle_ctx_t *ctx) noexcept;
+
+/* ngx_http_throttle_settle.cpp: settle=, when the request ends */
+ngx_int_t ngx_http_throttle_settle_handler(ngx_http_request_t *r) noexcept;
 
 /* ngx_http_throttle_filter.cpp */
 ngx_int_t ngx_http_throttle_filter_init(ngx_conf_t *cf) noexcept;

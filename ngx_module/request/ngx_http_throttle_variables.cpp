@@ -5,7 +5,8 @@
  * for other modules. The numbers describe the binding zone (of the phase
  * whose answer counts, ngx_http_throttle_answer()). $throttle_delay: how
  * long the request was held back (delay=), in milliseconds, over both
- * phases.
+ * phases. $throttle_settled: the units settle= charged in the end (known
+ * in the log phase, once the request ended).
  */
 
 #include "ngx_http_throttle_request.h"
@@ -123,6 +124,29 @@ ngx_http_throttle_delay_variable(ngx_http_request_t        *r,
     return NGX_OK;
 }
 
+static ngx_int_t
+ngx_http_throttle_settled_variable(ngx_http_request_t        *r,
+                                   ngx_http_variable_value_t *v,
+                                   uintptr_t                  data) noexcept
+{
+    u_char                          *p;
+    ngx_http_throttle_request_ctx_t *rctx = ngx_http_throttle_get_ctx(r);
+
+    if (rctx == NULL || rctx->settled_units < 0) {
+        v->not_found = 1;
+        return NGX_OK;
+    }
+
+    p = (u_char *) ngx_pnalloc(r->pool, NGX_INT64_LEN);
+    if (p == NULL) {
+        return NGX_ERROR;
+    }
+
+    ngx_http_throttle_set_value(v, p,
+                                ngx_sprintf(p, "%L", rctx->settled_units) - p);
+    return NGX_OK;
+}
+
 static ngx_http_variable_t ngx_http_throttle_vars[] = {
 
     {ngx_string("throttle_status"), NULL, ngx_http_throttle_status_variable, 0,
@@ -143,6 +167,9 @@ static ngx_http_variable_t ngx_http_throttle_vars[] = {
 
     {ngx_string("throttle_delay"), NULL, ngx_http_throttle_delay_variable, 0,
      NGX_HTTP_VAR_NOCACHEABLE, 0},
+
+    {ngx_string("throttle_settled"), NULL, ngx_http_throttle_settled_variable,
+     0, NGX_HTTP_VAR_NOCACHEABLE, 0},
 
     ngx_http_null_variable};
 

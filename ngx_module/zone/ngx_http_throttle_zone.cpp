@@ -284,9 +284,11 @@ ngx_http_throttle_remember(ngx_http_throttle_lookup_t *check, int64_t sent_at,
     check->part->decision.result = answer;
 }
 
-ngx_int_t
-ngx_http_throttle_reserve(ngx_http_throttle_lookup_t *check,
-                          ngx_log_t                  *log) noexcept
+/* A node for the check's key, not yet inserted (check->fresh), evicting
+ * the least recently used keys if the zone is full. */
+static ngx_int_t
+ngx_http_throttle_alloc_node(ngx_http_throttle_lookup_t *check,
+                             ngx_log_t                  *log) noexcept
 {
     const throttle::ZoneKey  &key = check->key;
     ngx_http_throttle_zone_t *zone = check->zone;
@@ -294,10 +296,6 @@ ngx_http_throttle_reserve(ngx_http_throttle_lookup_t *check,
     ngx_http_throttle_node_t *tn;
     size_t                    size;
     ngx_uint_t                evicted;
-
-    if (!check->part->decision.store || check->node) {
-        return NGX_OK;
-    }
 
     size = ngx_http_throttle_node_size(zone, key.size());
     node = (ngx_rbtree_node_t *) ngx_slab_alloc_locked(zone->shpool, size);
@@ -333,6 +331,17 @@ ngx_http_throttle_reserve(ngx_http_throttle_lookup_t *check,
     return NGX_OK;
 }
 
+ngx_int_t
+ngx_http_throttle_reserve(ngx_http_throttle_lookup_t *check,
+                          ngx_log_t                  *log) noexcept
+{
+    if (!check->part->decision.store || check->node) {
+        return NGX_OK;
+    }
+
+    return ngx_http_throttle_alloc_node(check, log);
+}
+
 void
 ngx_http_throttle_release(ngx_http_throttle_lookup_t *check) noexcept
 {
@@ -341,6 +350,26 @@ ngx_http_throttle_release(ngx_http_throttle_lookup_t *check) noexcept
                              ngx_http_throttle_rbnode(check->fresh));
         check->fresh = NULL;
     }
+}
+
+/* The check's node, out of the recency queue to be written (its caller
+ * puts it back at the head): the one found, or the fresh one, inserted. */
+static ngx_http_throttle_node_t *
+ngx_http_throttle_take_node(ngx_http_throttle_lookup_t *check) noexcept
+{
+    ngx_http_throttle_node_t *tn = check->node;
+    ngx_http_throttle_zone_t *zone = check->zone;
+
+    if (tn) {
+        ngx_queue_remove(&tn->queue);
+        return tn;
+    }
+
+    tn = check->fresh;
+    check->fresh = NULL;
+    ngx_rbtree_insert(&zone->sh->rbtree, ngx_http_throttle_rbnode(tn));
+    zone->sh->metrics.keys++;
+    return tn;
 }
 
 void
@@ -354,17 +383,7 @@ ngx_http_throttle_commit(ngx_http_throttle_lookup_t *check) noexcept
         return;
     }
 
-    tn = check->node;
-
-    if (tn) {
-        ngx_queue_remove(&tn->queue);
-
-    } else {
-        tn = check->fresh;
-        check->fresh = NULL;
-        ngx_rbtree_insert(&zone->sh->rbtree, ngx_http_throttle_rbnode(tn));
-        zone->sh->metrics.keys++;
-    }
+    tn = ngx_http_throttle_take_node(check);
 
     unsent = ngx_http_throttle_async(zone)
         ? zone->policy.pending_total(tn->stored.pending)
@@ -396,4 +415,42 @@ ngx_http_throttle_mark_dirty(ngx_http_throttle_zone_t *zone,
     }
 
     tn->sync_rounds = throttle::kSyncRounds;
+}
+
+/*
+ * settle=, in a local zone: the key the request was charged `reserved`
+ * units for at reserved_at is charged settled - reserved more, or given
+ * the difference back (throttle::Policy::settle()). A key the zone no
+ * longer holds gets a node for a charge; a refund to it has nothing to
+ * give back. NGX_ERROR if the zone had no room for the charge.
+ */
+ngx_int_t
+ngx_http_throttle_settle_key(ngx_http_throttle_lookup_t *check,
+                             int64_t reserved_units, int64_t settled_units,
+                             int64_t reserved_at, ngx_log_t *log) noexcept
+{
+    ngx_int_t                 rc = NGX_OK;
+    ngx_http_throttle_node_t *tn;
+    ngx_http_throttle_zone_t *zone = check->zone;
+
+    ngx_shmtx_lock(&zone->shpool->mutex);
+
+    check->now = zone->policy.now_us();
+    ngx_http_throttle_find(check);
+
+    if (check->node == NULL && settled_units > reserved_units) {
+        rc = ngx_http_throttle_alloc_node(check, log);
+    }
+
+    if (rc == NGX_OK && (check->node || check->fresh)) {
+        tn = ngx_http_throttle_take_node(check);
+        zone->policy.settle(tn->stored, ngx_http_throttle_node_log(tn),
+                            reserved_units, settled_units, reserved_at,
+                            check->now);
+        ngx_queue_insert_head(&zone->sh->queue, &tn->queue);
+    }
+
+    ngx_shmtx_unlock(&zone->shpool->mutex);
+
+    return rc;
 }

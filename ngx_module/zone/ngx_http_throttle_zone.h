@@ -18,6 +18,18 @@
 #include "throttle/policy.hpp"
 #include "throttle/request.hpp"
 
+/* How a request's settle= ended, in a zone (nginx_throttle_settles_total):
+ * the key charged more, given units back, or neither (the reservation was
+ * right); the value not a count of units; the charge not kept (no room). */
+typedef enum {
+    NGX_HTTP_THROTTLE_SETTLE_CHARGED = 0,
+    NGX_HTTP_THROTTLE_SETTLE_REFUNDED,
+    NGX_HTTP_THROTTLE_SETTLE_EVEN,
+    NGX_HTTP_THROTTLE_SETTLE_INVALID,
+    NGX_HTTP_THROTTLE_SETTLE_LOST,
+    NGX_HTTP_THROTTLE_SETTLE_RESULTS
+} ngx_http_throttle_settle_e;
+
 /*
  * A zone's figures for throttle_metrics (ngx_http_throttle_metrics.h
  * records them, _metrics.cpp reads them): the whole nginx's, since they
@@ -37,6 +49,8 @@ typedef struct {
     ngx_atomic_t evicted_live;
     /* strict: rejections made without Redis */
     ngx_atomic_t denial_cache_hits;
+    /* settle=: requests by how their settle ended */
+    ngx_atomic_t settles[NGX_HTTP_THROTTLE_SETTLE_RESULTS];
     /* async: rounds by how they ended; keys Redis answered about; units
      * evicted before they were synced */
     ngx_atomic_t sync_ok;
@@ -98,6 +112,7 @@ typedef struct {
     ngx_uint_t                 line;
     /* this worker's */
     ngx_http_throttle_log_limit_t redis_log;
+    ngx_http_throttle_log_limit_t settle_log; /* bad settle= values */
     ngx_event_t                  *sync_timer;
 } ngx_http_throttle_zone_t;
 
@@ -148,6 +163,11 @@ void      ngx_http_throttle_release(ngx_http_throttle_lookup_t *check) noexcept;
 void      ngx_http_throttle_commit(ngx_http_throttle_lookup_t *check) noexcept;
 void      ngx_http_throttle_remember(ngx_http_throttle_lookup_t *check,
                                      int64_t sent_at, ngx_log_t *log) noexcept;
+ngx_int_t ngx_http_throttle_settle_key(ngx_http_throttle_lookup_t *check,
+                                       int64_t    reserved_units,
+                                       int64_t    settled_units,
+                                       int64_t    reserved_at,
+                                       ngx_log_t *log) noexcept;
 /* A key's hash in the tree, computed once per lookup. */
 uint32_t ngx_http_throttle_key_hash(const u_char *data, size_t len) noexcept;
 ngx_http_throttle_node_t *

@@ -24,6 +24,14 @@ ngx_http_throttle_metrics_evicted(ngx_http_throttle_zone_t *zone,
                                   1);
 }
 
+/* A request's settle= ended so. */
+static inline void
+ngx_http_throttle_metrics_settled(ngx_http_throttle_zone_t  *zone,
+                                  ngx_http_throttle_settle_e result) noexcept
+{
+    ngx_http_throttle_metrics_add(&zone->sh->metrics.settles[result], 1);
+}
+
 /* Under the zone's lock: the zone's unsent units changed by "units" (a key
  * charged, its units taken by a round, kept after a failed one, or gone
  * with the key). */

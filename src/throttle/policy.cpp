@@ -64,6 +64,20 @@ delay_refusal(const Policy &policy, Message &why) noexcept
 }
 
 const char *
+settle_refusal(const Policy &policy, Message &why) noexcept
+{
+    if (policy.mode == Mode::local) {
+        return nullptr;
+    }
+
+    return why
+        .format("is a sync=%s zone: \"settle=\" works in local zones for "
+                "now; strict and async zones are to come",
+                policy.mode == Mode::strict ? "strict" : "async")
+        .text();
+}
+
+const char *
 reload_refusal(const Policy &was, const Policy &now, Message &why) noexcept
 {
     // by name: a reload may load the module anew, at another address

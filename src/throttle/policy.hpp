@@ -165,6 +165,10 @@ Parsed<Policy> make_policy(const ZoneParams &params, Message &why) noexcept;
 // `why`, after the zone's name in the message), or null if it can.
 const char *delay_refusal(const Policy &policy, Message &why) noexcept;
 
+// Why a throttle line of this zone cannot have settle= (the text is in
+// `why`, after the zone's name in the message), or null if it can.
+const char *settle_refusal(const Policy &policy, Message &why) noexcept;
+
 // The reload rules: why a zone that kept its name and size cannot keep its
 // keys under its new policy (the text is in `why`), or null if it can.
 const char *reload_refusal(const Policy &was, const Policy &now,

@@ -32,7 +32,7 @@ TEST(Settle, AChargedZoneIsChargedTheDifference)
     EXPECT_EQ(req.decision.settle_units(0, 1), 0); // as reserved
     EXPECT_EQ(req.decision.settle_units(0, 9), 8);
     EXPECT_EQ(req.decision.settle_units(1, 9), std::nullopt); // no key
-    EXPECT_EQ(req.decision.settle_units(2, 0), -4); // all given back
+    EXPECT_EQ(req.decision.settle_units(2, 0), -4);           // all given back
     EXPECT_EQ(req.decision.settle_units(2, 6), 2);
 }
 
@@ -125,8 +125,7 @@ TEST(Settle, OnErrorAllowAZoneWithoutRoomIsChargedAllOfIt)
 
 TEST(Settle, OnErrorDenyTurnsAwayNothingToSettle)
 {
-    Request req({&strict_policy(), &local_policy()},
-                RequestRules{false, true});
+    Request req({&strict_policy(), &local_policy()}, RequestRules{false, true});
 
     req.pass({passes(0), passes(0)});
     req.decision.failed(0);
