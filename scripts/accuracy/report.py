@@ -388,7 +388,7 @@ def write_doc(args, ideal, rtt, modes, acc_md, ps_md, load_md, sync_md,
 
 Written by `make accuracy` (`scripts/accuracy/run.sh`, then
 `scripts/accuracy/report.py`); do not edit by hand. The
-[README](../README.md#accuracy) has a summary.
+[README](../README.md#performance-and-accuracy) has a summary.
 
 Measured %s, with the module built from commit %s: %d nginx
 (2 workers each) sharing one Redis, limit `rate=%gr/s burst=%d`, offered

@@ -603,7 +603,7 @@ DOC_HEAD = """\
 
 Written by `make bench` (`scripts/bench/run.sh`, then
 `scripts/bench/report.py`); do not edit by hand. Each section below says
-which run produced it. The [README](../README.md#performance) has a summary.
+which run produced it. The [README](../README.md#performance-and-accuracy) has a summary.
 
 ## How to read the tables
 
