@@ -275,7 +275,7 @@ ngx_http_throttle_proceed(ngx_http_throttle_ctx_t *ctx) noexcept
     }
 
     /* what Redis answered: learned, or given back */
-    ngx_http_throttle_strict_settle(ctx);
+    ngx_http_throttle_strict_follow_up(ctx);
 
     return ngx_http_throttle_conclude(ctx);
 }

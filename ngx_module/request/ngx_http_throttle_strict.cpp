@@ -166,9 +166,9 @@ ngx_http_throttle_strict_send(ngx_http_throttle_ctx_t *ctx) noexcept
 }
 
 /* The request is decided: each zone Redis decided learns from its answer,
- * or has it given back (throttle::RequestDecision::settlement()). */
+ * or has it given back (throttle::RequestDecision::follow_up()). */
 void
-ngx_http_throttle_strict_settle(ngx_http_throttle_ctx_t *ctx) noexcept
+ngx_http_throttle_strict_follow_up(ngx_http_throttle_ctx_t *ctx) noexcept
 {
     ngx_uint_t                 i;
     ngx_http_throttle_check_t *check;
@@ -177,12 +177,12 @@ ngx_http_throttle_strict_settle(ngx_http_throttle_ctx_t *ctx) noexcept
     for (i = 0; i < ctx->nchecks; i++) {
         check = &ctx->checks[i];
 
-        switch (ctx->decision.settlement(i)) {
-        case throttle::Settlement::remember:
+        switch (ctx->decision.follow_up(i)) {
+        case throttle::FollowUp::remember:
             ngx_http_throttle_remember(&check->lookup, check->sent_at, log);
             break;
 
-        case throttle::Settlement::refund:
+        case throttle::FollowUp::refund:
             (void) ngx_http_throttle_strict_eval(
                 check,
                 check->lookup.zone->policy.refund_call(check->lookup.part->cost,
@@ -190,7 +190,7 @@ ngx_http_throttle_strict_settle(ngx_http_throttle_ctx_t *ctx) noexcept
                 NULL);
             break;
 
-        case throttle::Settlement::none:
+        case throttle::FollowUp::none:
             break;
         }
     }

@@ -117,7 +117,7 @@ RequestDecision::end_pass(bool room) noexcept
         if (!room) {
             /* the zones are charged all or none: none, and Redis gives
              * back what it charged */
-            settle(false);
+            keep_redis_charges(false);
             fail();
             return;
         }
@@ -138,7 +138,7 @@ RequestDecision::end_pass(bool room) noexcept
     }
 
     /* after Redis admitted it: the other zones have had their say */
-    settle(!rejected);
+    keep_redis_charges(!rejected);
 
     if (redis_failed_ && !rejected) {
         fail();
@@ -196,7 +196,7 @@ RequestDecision::redis_done() noexcept
         return;
     }
 
-    settle(false);
+    keep_redis_charges(false);
 
     if (redis_failed_ && !rejected) {
         fail();
@@ -206,7 +206,7 @@ RequestDecision::redis_done() noexcept
 }
 
 void
-RequestDecision::settle(bool admitted) noexcept
+RequestDecision::keep_redis_charges(bool admitted) noexcept
 {
     admitted_ = admitted;
 
@@ -219,21 +219,21 @@ RequestDecision::settle(bool admitted) noexcept
     }
 }
 
-Settlement
-RequestDecision::settlement(size_t i) const noexcept
+FollowUp
+RequestDecision::follow_up(size_t i) const noexcept
 {
     const ZoneCheck &c = checks_[i];
 
     if (stage_ != Stage::decided || !asked_redis_ || !c.strict() || c.failed) {
-        return Settlement::none;
+        return FollowUp::none;
     }
 
     /* an answer given back has nothing to teach the zone */
     if (c.decision.result.limited || admitted_) {
-        return Settlement::remember;
+        return FollowUp::remember;
     }
 
-    return c.cost > 0 ? Settlement::refund : Settlement::none;
+    return c.cost > 0 ? FollowUp::refund : FollowUp::none;
 }
 
 void

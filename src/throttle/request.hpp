@@ -133,7 +133,7 @@ struct ZoneCheck {
 };
 
 // What the caller does with a strict check's answer once decided.
-enum class Settlement : uint8_t {
+enum class FollowUp : uint8_t {
     none,
     remember, // the zone learns from Redis's answer
     refund,   // Redis gives back a charge the request does not use
@@ -206,7 +206,7 @@ class RequestDecision {
     // Every call has been answered, or has failed.
     void redis_done() noexcept;
     // Once decided, for a check Redis was asked about.
-    Settlement settlement(size_t i) const noexcept;
+    FollowUp follow_up(size_t i) const noexcept;
 
     // A check could not be made (a variable's value the zone cannot
     // take): the request is decided by throttle_on_error.
@@ -235,7 +235,7 @@ class RequestDecision {
     void fail() noexcept;
     void finish(bool rejected) noexcept;
     void waits() noexcept;
-    void settle(bool admitted) noexcept;
+    void keep_redis_charges(bool admitted) noexcept;
 
     RequestRules rules_{};
     ZoneCheck   *checks_ = nullptr;

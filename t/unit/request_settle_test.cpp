@@ -93,7 +93,7 @@ TEST(Settle, RedisAdmitsTheLocalZoneRefusesNothingToSettle)
     req.decision.redis_done();
     req.pass({passes(0), refuses(300'000)});
 
-    ASSERT_EQ(req.decision.settlement(0), Settlement::refund);
+    ASSERT_EQ(req.decision.follow_up(0), FollowUp::refund);
     EXPECT_EQ(req.decision.settle_units(0, 10), std::nullopt);
     EXPECT_EQ(req.decision.settle_units(1, 10), std::nullopt);
 }

@@ -131,8 +131,8 @@ TEST(RequestDecision, StrictAndLocalRedisFirstThenTheLocalZoneIsCharged)
     EXPECT_EQ(req.binding(), 0);
     EXPECT_TRUE(req.checks[0].charged);
     EXPECT_TRUE(req.checks[1].charged);
-    EXPECT_EQ(req.decision.settlement(0), Settlement::remember);
-    EXPECT_EQ(req.decision.settlement(1), Settlement::none);
+    EXPECT_EQ(req.decision.follow_up(0), FollowUp::remember);
+    EXPECT_EQ(req.decision.follow_up(1), FollowUp::none);
 }
 
 TEST(RequestDecision, RedisAdmitsTheLocalZoneRefusesRedisGivesItBack)
@@ -148,7 +148,7 @@ TEST(RequestDecision, RedisAdmitsTheLocalZoneRefusesRedisGivesItBack)
     EXPECT_EQ(req.binding(), 1);
     EXPECT_FALSE(req.checks[0].charged);
     EXPECT_FALSE(req.checks[1].charged);
-    EXPECT_EQ(req.decision.settlement(0), Settlement::refund);
+    EXPECT_EQ(req.decision.follow_up(0), FollowUp::refund);
     EXPECT_EQ(req.decision.verdict(0), Status::passed);
 }
 
@@ -162,7 +162,7 @@ TEST(RequestDecision, AFreeRequestHasNothingToGiveBack)
     req.decision.redis_done();
     req.pass({passes(0), refuses(300'000)});
 
-    EXPECT_EQ(req.decision.settlement(0), Settlement::none);
+    EXPECT_EQ(req.decision.follow_up(0), FollowUp::none);
 }
 
 TEST(RequestDecision, RedisRefusesTheLocalZonesDoNotDecideAgain)
@@ -177,8 +177,8 @@ TEST(RequestDecision, RedisRefusesTheLocalZonesDoNotDecideAgain)
     EXPECT_EQ(req.decision.stage(), RequestDecision::Stage::decided);
     EXPECT_EQ(req.status(), Status::rejected);
     EXPECT_EQ(req.binding(), 0);
-    EXPECT_EQ(req.decision.settlement(0), Settlement::remember);
-    EXPECT_EQ(req.decision.settlement(1), Settlement::refund);
+    EXPECT_EQ(req.decision.follow_up(0), FollowUp::remember);
+    EXPECT_EQ(req.decision.follow_up(1), FollowUp::refund);
     EXPECT_FALSE(req.checks[2].charged);
 }
 
@@ -191,7 +191,7 @@ TEST(RequestDecision, ADeniedKeyIsRefusedFromMemoryWithoutRedis)
     EXPECT_EQ(req.status(), Status::rejected);
     EXPECT_TRUE(req.decision.denied_from_memory(0));
     EXPECT_FALSE(req.decision.denied_from_memory(1));
-    EXPECT_EQ(req.decision.settlement(0), Settlement::none);
+    EXPECT_EQ(req.decision.follow_up(0), FollowUp::none);
 }
 
 TEST(RequestDecision, RedisFailsOnErrorAllowTheOtherZonesStillDecide)
@@ -223,7 +223,7 @@ TEST(RequestDecision, RedisFailsOnErrorDenyRefusedAndTheOthersRefunded)
 
     EXPECT_EQ(req.status(), Status::error_denied);
     EXPECT_TRUE(turns_away(req.status()));
-    EXPECT_EQ(req.decision.settlement(1), Settlement::refund);
+    EXPECT_EQ(req.decision.follow_up(1), FollowUp::refund);
     EXPECT_FALSE(req.checks[2].charged);
 }
 
@@ -360,9 +360,9 @@ struct ModelCheck {
 };
 
 struct ModelOutcome {
-    Status                  status;
-    std::vector<bool>       charged;
-    std::vector<Settlement> settlements;
+    Status                status;
+    std::vector<bool>     charged;
+    std::vector<FollowUp> settlements;
 };
 
 ModelOutcome
@@ -370,7 +370,7 @@ model(const std::vector<ModelCheck> &cs, RequestRules rules, bool room)
 {
     size_t       n = cs.size();
     ModelOutcome m{Status::passed, std::vector<bool>(n, false),
-                   std::vector<Settlement>(n, Settlement::none)};
+                   std::vector<FollowUp>(n, FollowUp::none)};
     bool         any = false, strict = false, first = false;
     bool         redis_refuses = false, redis_fails = false, after = false;
     const Status refused =
@@ -423,9 +423,9 @@ model(const std::vector<ModelCheck> &cs, RequestRules rules, bool room)
         }
         if (c.strict && c.redis != 2) {
             m.charged[i] = admitted;
-            m.settlements[i] = c.redis == 1 || admitted ? Settlement::remember
-                : c.cost > 0                            ? Settlement::refund
-                                                        : Settlement::none;
+            m.settlements[i] = c.redis == 1 || admitted ? FollowUp::remember
+                : c.cost > 0                            ? FollowUp::refund
+                                                        : FollowUp::none;
         } else if (!c.strict) {
             m.charged[i] = admitted;
         }
@@ -510,7 +510,7 @@ TEST(RequestDecision, RandomRequestsFollowTheRules)
         EXPECT_EQ(req.status(), want.status);
         for (size_t i = 0; i < cs.size(); i++) {
             EXPECT_EQ(req.checks[i].charged, want.charged[i]) << "check " << i;
-            EXPECT_EQ(req.decision.settlement(i), want.settlements[i])
+            EXPECT_EQ(req.decision.follow_up(i), want.settlements[i])
                 << "check " << i;
         }
     }
