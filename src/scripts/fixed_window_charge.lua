@@ -21,14 +21,8 @@ local max_count = tonumber(ARGV[3])
 local now = clock_us(ARGV[4])
 
 local start = window_start(now, window)
-local stored = redis.call('HMGET', KEYS[1], 'w', 'n')
-
 -- a count of an older window is no count at all
-local count = 0
-if tonumber(stored[1]) == start then
-    count = tonumber(stored[2]) or 0
-end
-
+local _, count = fixed_window_count(KEYS[1], start)
 count = math.min(count + units, max_count)
 redis.call('HSET', KEYS[1], 'w', string.format('%d', start),
            'n', string.format('%d', count))

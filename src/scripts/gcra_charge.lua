@@ -23,10 +23,7 @@ local max_debt = tonumber(ARGV[3])
 
 local now = clock_us(ARGV[4])
 
-local tat = tonumber(redis.call('GET', KEYS[1])) or now
-if tat < now then
-    tat = now
-end
+local tat = funnel_tat(KEYS[1], now)
 
 local new_tat = tat + t * units
 if new_tat > now + max_debt then

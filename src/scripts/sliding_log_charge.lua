@@ -44,19 +44,7 @@ if excess > 0 then
     redis.call('ZREMRANGEBYRANK', KEYS[1], 0, excess - 1)
 end
 
--- in batches, as unpack() takes at most a few thousand values
-local args = {}
-for j = 0, added - 1 do
-    args[#args + 1] = ts
-    args[#args + 1] = ts .. ':' .. string.format('%d', first + j)
-    if #args == 2000 then
-        redis.call('ZADD', KEYS[1], unpack(args))
-        args = {}
-    end
-end
-if #args > 0 then
-    redis.call('ZADD', KEYS[1], unpack(args))
-end
+log_entries(KEYS[1], ts, first, added)
 -- the set is a fresh key's when the newest entry, now, leaves
 redis.call('PEXPIRE', KEYS[1], string.format('%d', window / 1000))
 return math.min(count + added, limit)
