@@ -21,14 +21,8 @@ local cost = tonumber(ARGV[3])
 local now = clock_us(ARGV[4])
 
 local start = window_start(now, window)
-local stored = redis.call('HMGET', KEYS[1], 'w', 'n')
-
 -- a count of an older window is no count at all
-local same = tonumber(stored[1]) == start
-local count = 0
-if same then
-    count = tonumber(stored[2]) or 0
-end
+local same, count = fixed_window_count(KEYS[1], start)
 
 local limited, retry_after = 0, -1
 

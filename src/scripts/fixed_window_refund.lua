@@ -4,7 +4,8 @@
 -- touched: once the next window began, the charge no longer counts anyway.
 --
 -- KEYS[1]  the key (as for fixed_window.lua)
--- ARGV[1]  cost that was charged
+-- ARGV[1]  cost that was charged (settle=: the part of it to give back;
+--          the count never goes below 0, as settle_window_counts() has it)
 -- ARGV[2]  the window start fixed_window.lua returned
 --
 -- Returns the units the window counts now (0: the key is gone, or holds

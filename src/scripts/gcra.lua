@@ -20,10 +20,7 @@ local cost = tonumber(ARGV[4])
 
 local now = clock_us(ARGV[5])
 
-local tat = tonumber(redis.call('GET', KEYS[1])) or now
-if tat < now then
-    tat = now
-end
+local tat = funnel_tat(KEYS[1], now)
 
 local limited, retry_after, ttl = 0, -1, 0
 

@@ -1,10 +1,13 @@
 -- SPDX-License-Identifier: BSD-2-Clause
 -- Gives back what gcra.lua charged, for a request that another zone of the
 -- same location rejected: the TAT moves back by T * cost, never before now.
+-- settle= gives back part of a charge the same way (gcra_settle() in
+-- src/throttle/gcra.cpp): a funnel drains as one, so any `cost` units.
 --
 -- KEYS[1]  the key (as for gcra.lua)
 -- ARGV[1]  emission interval T, microseconds
--- ARGV[2]  cost that was charged
+-- ARGV[2]  cost that was charged (or the part of it to give back)
+-- ARGV[3]  tests only: "now" in microseconds instead of Redis TIME
 --
 -- Returns the new time to live in microseconds (0: the key is gone).
 
@@ -13,7 +16,7 @@ if not tat then
     return 0
 end
 
-local now = clock_us()
+local now = clock_us(ARGV[3])
 local new_tat = tat - tonumber(ARGV[1]) * tonumber(ARGV[2])
 
 if new_tat <= now then

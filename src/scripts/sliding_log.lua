@@ -35,21 +35,8 @@ elseif count + cost <= limit then
     counted = count + cost
     if cost > 0 then
         -- seq = count + j is unique among the members at now: a later
-        -- request in the same microsecond sees them in its count. Members go
-        -- in batches, as unpack() takes at most a few thousand values.
-        local ts = string.format('%d', now)
-        local args = {}
-        for j = 0, cost - 1 do
-            args[#args + 1] = ts
-            args[#args + 1] = ts .. ':' .. string.format('%d', count + j)
-            if #args == 2000 then
-                redis.call('ZADD', KEYS[1], unpack(args))
-                args = {}
-            end
-        end
-        if #args > 0 then
-            redis.call('ZADD', KEYS[1], unpack(args))
-        end
+        -- request in the same microsecond sees them in its count
+        log_entries(KEYS[1], string.format('%d', now), count, cost)
         -- the set is a fresh key's when the newest entry, now, leaves
         redis.call('PEXPIRE', KEYS[1], string.format('%d', window / 1000))
         reset_after = window

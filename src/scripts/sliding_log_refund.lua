@@ -6,7 +6,11 @@
 -- KEYS[1]  the key (as for sliding_log.lua)
 -- ARGV[1]  ts: the "now" sliding_log.lua returned
 -- ARGV[2]  the first seq: the count sliding_log.lua returned
--- ARGV[3]  cost that was charged
+-- ARGV[3]  cost that was charged (settle=: the part of it to give back,
+--          then its first members go; at most the limit, as a request
+--          adds no more). Members that have left the window count as
+--          removed here, not in sliding_log_refund() in C++, but weighed
+--          nothing already: the log reads the same.
 --
 -- Returns the number of entries removed.
 

@@ -24,17 +24,8 @@ local cost = tonumber(ARGV[3])
 local now = clock_us(ARGV[4])
 
 local start = window_start(now, window)
-local stored = redis.call('HMGET', KEYS[1], 'w', 'p', 'c')
-
 -- the counters as seen from now's window
-local w = tonumber(stored[1])
-local prev, cur = 0, 0
-if w == start then
-    prev = tonumber(stored[2]) or 0
-    cur = tonumber(stored[3]) or 0
-elseif w == start - window then
-    prev = tonumber(stored[3]) or 0
-end
+local w, prev, cur = window_counters(KEYS[1], start, window)
 local elapsed = now - start
 
 -- ((p * (W - e)) / W) + c, in this order (the C++ twin's expression tree)

@@ -5,7 +5,10 @@
 -- (by then the charge weighs nothing).
 --
 -- KEYS[1]  the key (as for sliding_window.lua)
--- ARGV[1]  cost that was charged
+-- ARGV[1]  cost that was charged (settle=: the part of it to give back;
+--          the counter never goes below 0, as settle_window_counts() has
+--          it, which also ends the key's life earlier once the current
+--          counter is 0: here it keeps its expiry, and reads the same)
 -- ARGV[2]  the window start sliding_window.lua returned
 -- ARGV[3]  W, the window, microseconds
 --

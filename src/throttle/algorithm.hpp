@@ -28,12 +28,15 @@ struct ScriptArgs {
 };
 
 // A strict zone's scripts: the one that decides, the one that gives back
-// a charge (for a request another zone rejected), and how many integers
-// the first returns after the result to identify the charge.
+// a charge (for a request another zone rejected, or the part settle=
+// finds unused), how many integers the first returns after the result to
+// identify the charge, and the one that charges what settle= finds used
+// beyond the reservation.
 struct StrictScripts {
     const Script *decide;
     const Script *refund;
     size_t        tokens;
+    const Script *charge;
 };
 
 // The shape of a sync script's call for a batch of keys: its KEYS are the
@@ -149,6 +152,14 @@ class Algorithm {
     // identified by `tokens`.
     virtual ScriptArgs refund_args(const Policy &policy, int64_t cost,
                                    const int64_t tokens[2]) const noexcept = 0;
+    // The charge script's ARGV for `units` (> 0) more, charged at Redis's
+    // now as settle() charges them, never rejected. A settle in Redis is
+    // a refund or a charge, not one script of a signed delta: a refund
+    // needs the decision's tokens and is the refund script's very rule
+    // (any part of a charge; see the scripts), a charge needs no tokens
+    // and is made wherever now falls.
+    virtual ScriptArgs charge_args(const Policy &policy,
+                                   int64_t       units) const noexcept = 0;
     // What to make of Redis's answer to `cost` units sent at sent_at_us
     // (the zone's clock, never later than when Redis decided), given what
     // is remembered (`memory`: null if nothing live): a decision to commit

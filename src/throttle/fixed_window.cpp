@@ -59,7 +59,8 @@ class FixedWindow final : public WindowAlgorithm {
     // The decision names the window it charged, for the refund.
     constexpr FixedWindow() noexcept
         : WindowAlgorithm("fixed_window", false, INT64_MAX,
-                          {&lua::fixed_window, &lua::fixed_window_refund, 1},
+                          {&lua::fixed_window, &lua::fixed_window_refund, 1,
+                           &lua::fixed_window_charge},
                           &kFixedWindowSync, PreviousWindow::ignored)
     {
     }

@@ -239,7 +239,7 @@ class Gcra final : public Algorithm {
 
     StrictScripts strict_scripts() const noexcept override
     {
-        return {&lua::gcra, &lua::gcra_refund, 0};
+        return {&lua::gcra, &lua::gcra_refund, 0, &lua::gcra_charge};
     }
 
     ScriptArgs decision_args(const Policy &policy,
@@ -254,6 +254,12 @@ class Gcra final : public Algorithm {
                            const int64_t *) const noexcept override
     {
         return {{policy.emission_interval_us, cost, 0, 0}, 2};
+    }
+
+    ScriptArgs charge_args(const Policy &policy,
+                           int64_t       units) const noexcept override
+    {
+        return {{policy.emission_interval_us, units, kMaxDebtUs, 0}, 3};
     }
 
     // A lower bound of the TAT, from every answer (an admission's

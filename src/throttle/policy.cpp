@@ -206,6 +206,16 @@ Policy::refund_call(int64_t cost, const int64_t tokens[2]) const noexcept
             algorithm->refund_args(*this, cost, tokens)};
 }
 
+ScriptCall
+Policy::settle_call(int64_t delta_units, const int64_t tokens[2]) const noexcept
+{
+    if (delta_units < 0) {
+        return refund_call(-delta_units, tokens);
+    }
+    return {algorithm->strict_scripts().charge,
+            algorithm->charge_args(*this, delta_units)};
+}
+
 Decision
 Policy::remember_answer(const StoredKey *key, const ThrottleResult &answer,
                         int64_t cost, int64_t sent_at_us,

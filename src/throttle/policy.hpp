@@ -130,6 +130,14 @@ struct Policy {
     // Gives back a charge Redis made for a request another zone refused.
     ScriptCall refund_call(int64_t       cost,
                            const int64_t tokens[2]) const noexcept;
+    // settle=: settles a request Redis charged (`tokens`: as the decision
+    // script returned them), once it has ended, by `delta_units` (the
+    // units it used less those reserved: neither 0 nor INT64_MIN), at
+    // Redis's clock and by Algorithm::settle()'s rules: a refund of what
+    // of the charge still counts (the refund script), or a charge beyond
+    // the limit, saturating as settle() does (the charge script).
+    ScriptCall settle_call(int64_t       delta_units,
+                           const int64_t tokens[2]) const noexcept;
     // What the zone makes of Redis's answer to `cost` units sent at
     // sent_at_us for a key it holds as `key` (null if not): a decision to
     // commit. Its store is false if there is nothing to write: nothing

@@ -181,7 +181,8 @@ class SlidingLog final : public WindowAlgorithm {
     // (but it settles its own way, below).
     constexpr SlidingLog() noexcept
         : WindowAlgorithm("sliding_log", true, INT64_MAX,
-                          {&lua::sliding_log, &lua::sliding_log_refund, 2},
+                          {&lua::sliding_log, &lua::sliding_log_refund, 2,
+                           &lua::sliding_log_charge},
                           nullptr, PreviousWindow::weighs)
     {
     }
@@ -251,10 +252,19 @@ class SlidingLog final : public WindowAlgorithm {
         }
     }
 
-    ScriptArgs refund_args(const Policy &, int64_t cost,
+    ScriptArgs refund_args(const Policy &policy, int64_t cost,
                            const int64_t tokens[2]) const noexcept override
     {
-        return {{tokens[0], tokens[1], cost, 0}, 3};
+        // a request has at most `limit` entries: a larger refund (of
+        // settle=) would only make the script loop longer
+        return {{tokens[0], tokens[1], std::min(cost, policy.limit), 0}, 3};
+    }
+
+    // The window, the units, and the most entries the log keeps.
+    ScriptArgs charge_args(const Policy &policy,
+                           int64_t       units) const noexcept override
+    {
+        return {{policy.window_us, units, policy.limit, 0}, 3};
     }
 
     const char *why_not_async() const noexcept override

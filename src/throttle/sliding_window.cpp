@@ -140,10 +140,10 @@ class SlidingWindow final : public WindowAlgorithm {
     // Its counters share a word; the decision names the window it charged,
     // for the refund.
     constexpr SlidingWindow() noexcept
-        : WindowAlgorithm(
-            "sliding_window", false, kMaxSlidingWindowLimit,
-            {&lua::sliding_window, &lua::sliding_window_refund, 1},
-            &kSlidingWindowSync, PreviousWindow::weighs)
+        : WindowAlgorithm("sliding_window", false, kMaxSlidingWindowLimit,
+                          {&lua::sliding_window, &lua::sliding_window_refund, 1,
+                           &lua::sliding_window_charge},
+                          &kSlidingWindowSync, PreviousWindow::weighs)
     {
     }
 

@@ -63,6 +63,12 @@ WindowAlgorithm::decision_args(const Policy &policy,
     return {{policy.window_us, policy.limit, cost, 0}, 3};
 }
 
+ScriptArgs
+WindowAlgorithm::charge_args(const Policy &policy, int64_t units) const noexcept
+{
+    return {{policy.window_us, units, kMaxWindowCount, 0}, 3};
+}
+
 void
 settle_window_counts(PreviousWindow previous, const WindowParams &params,
                      int64_t delta_units, int64_t reserved_at_us,

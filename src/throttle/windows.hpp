@@ -47,9 +47,12 @@ class WindowAlgorithm : public Algorithm {
     void settle(const Policy &policy, int64_t delta_units,
                 int64_t reserved_at_us, int64_t now_us, KeyState &state,
                 int64_t &expire_at_us, int64_t *log) const noexcept override;
-    StrictScripts  strict_scripts() const noexcept override { return scripts_; }
-    ScriptArgs     decision_args(const Policy &policy,
-                                 int64_t       cost) const noexcept override;
+    StrictScripts strict_scripts() const noexcept override { return scripts_; }
+    ScriptArgs    decision_args(const Policy &policy,
+                                int64_t       cost) const noexcept override;
+    // The window, the units, and the most a counter holds.
+    ScriptArgs     charge_args(const Policy &policy,
+                               int64_t       units) const noexcept override;
     const Syncing *syncing() const noexcept override { return sync_; }
     const char    *why_no_delay() const noexcept override
     {
@@ -148,9 +151,9 @@ struct WindowCounts {
 // of the window reserved_at_us fell in, never below 0, if that is now's
 // or, where the previous window weighs, the one before (an older one's
 // units weigh nothing by now), as fixed_window_refund.lua and
-// sliding_window_refund.lua do (no script charges more yet: strict zones
-// do not settle). The key expires when its counters weigh nothing any
-// more: now_us if they already do not.
+// sliding_window_refund.lua do (and fixed_window_charge.lua and
+// sliding_window_charge.lua charge). The key expires when its counters weigh
+// nothing any more: now_us if they already do not.
 void settle_window_counts(PreviousWindow previous, const WindowParams &params,
                           int64_t delta_units, int64_t reserved_at_us,
                           int64_t now_us, KeyState &state,

@@ -48,6 +48,21 @@ make_test_policy(std::string_view algorithm, int64_t count, int64_t period_us,
     return p ? *p.value : Policy{};
 }
 
+// Every algorithm, by name.
+inline const char *const kEveryAlgorithm[] = {"gcra", "fixed_window",
+                                              "sliding_window", "sliding_log"};
+
+// Every algorithm with a limit of 5: GCRA at 10r/s with burst=4 (a unit
+// drains in 100 ms), the windows at 5r/s.
+inline Policy
+limit_of_5(std::string_view algorithm, Mode mode = Mode::local)
+{
+    constexpr int64_t second_us = 1'000'000;
+    return algorithm == "gcra"
+        ? make_test_policy(algorithm, 10, second_us, 4, mode)
+        : make_test_policy(algorithm, 5, second_us, 0, mode);
+}
+
 // The algorithm's own decision against a state, with no zone around it.
 inline Decision
 decide_state(const Policy &p, const KeyState *state, int64_t now, int64_t cost,

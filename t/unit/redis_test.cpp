@@ -328,7 +328,7 @@ TEST(Scripts, EmbeddedWithTheirSha1AfterThePrelude)
     EXPECT_EQ(lua::gcra.name, "gcra");
     EXPECT_NE(lua::gcra.source.find("local function clock_us"),
               std::string_view::npos);
-    EXPECT_NE(lua::gcra.source.find("redis.call('GET', KEYS[1])"),
+    EXPECT_NE(lua::gcra.source.find("funnel_tat(KEYS[1], now)"),
               std::string_view::npos);
     EXPECT_EQ(lua::gcra.sha1.size(), 40u);
     EXPECT_EQ(lua::gcra_refund.name, "gcra_refund");

@@ -15,19 +15,6 @@ namespace {
 
 using namespace testing_support;
 
-const char *const kAlgorithms[] = {"gcra", "fixed_window", "sliding_window",
-                                   "sliding_log"};
-
-// Every algorithm with a limit of 5: GCRA at 10r/s with burst=4 (a unit
-// drains in 100 ms), the windows at 5r/s.
-Policy
-limit_of_5(std::string_view algorithm, Mode mode = Mode::local)
-{
-    return algorithm == "gcra"
-        ? make_test_policy(algorithm, 10, kSecond, 4, mode)
-        : make_test_policy(algorithm, 5, kSecond, 0, mode);
-}
-
 // What the key has left at `now`: what a free request is told.
 int64_t
 remaining(const Policy &p, const StoredSlot &slot, int64_t now)
@@ -37,7 +24,7 @@ remaining(const Policy &p, const StoredSlot &slot, int64_t now)
 
 TEST(Settle, AReservationThatWasRightChangesNothing)
 {
-    for (const char *name : kAlgorithms) {
+    for (const char *name : kEveryAlgorithm) {
         const Policy p = limit_of_5(name);
         StoredSlot   slot;
         slot.hit(p, kEpoch, 3);
@@ -51,7 +38,7 @@ TEST(Settle, AReservationThatWasRightChangesNothing)
 
 TEST(Settle, AChargeToAFreshKeyIsAllItHolds)
 {
-    for (const char *name : kAlgorithms) {
+    for (const char *name : kEveryAlgorithm) {
         const Policy p = limit_of_5(name);
         // one the zone does not hold, and one it holds stale
         StoredSlot    unheld;
@@ -76,7 +63,7 @@ TEST(Settle, AChargeToAFreshKeyIsAllItHolds)
 
 TEST(Settle, ARefundToAFreshKeyDoesNothing)
 {
-    for (const char *name : kAlgorithms) {
+    for (const char *name : kEveryAlgorithm) {
         const Policy p = limit_of_5(name);
         StoredSlot   unheld;
         StoredSlot   stale;
@@ -110,7 +97,7 @@ TEST(Settle, AStaleKeyIsAFreshOneWhateverItsWordsSay)
 
 TEST(Settle, ANegativeUsageIsNone)
 {
-    for (const char *name : kAlgorithms) {
+    for (const char *name : kEveryAlgorithm) {
         const Policy p = limit_of_5(name);
         StoredSlot   negative;
         negative.hit(p, kEpoch, 5);
@@ -126,7 +113,7 @@ TEST(Settle, ANegativeUsageIsNone)
 
 TEST(Settle, StrictAndAsyncZonesAreLeftAsTheyAre)
 {
-    for (const char *name : kAlgorithms) {
+    for (const char *name : kEveryAlgorithm) {
         for (Mode mode : {Mode::strict, Mode::async}) {
             if (mode == Mode::async && std::string_view(name) == "sliding_log")
             {
