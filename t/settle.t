@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: BSD-2-Clause
 # settle=: a request is charged its cost= when it arrives (the reservation,
 # decided as ever) and, when it ends, what its settle= value says it used.
-# Local zones here; docs/settle.md has the rules.
+# Local zones, then strict ones on a real redis-server (their settle is a
+# script sent when the request ends); docs/settle.md has the rules.
 #
 # Every block has real upstreams: servers of the same nginx on unix
 # sockets in the block's prefix. The "LLM" answers 200 with X-Tokens-Used
@@ -13,6 +14,9 @@
 use strict;
 use warnings;
 
+use RedisServer;
+use Responses ();
+use Test::More;
 use ThrottleTest;
 
 package ThrottleTest::Step;
@@ -29,7 +33,141 @@ sub settled_lines_are {
                           "$name: \$throttle_settled and status per request");
 }
 
+# Waits until the zone's settles counted so far are %want (a strict
+# zone's are counted when Redis answers), then checks them.
+sub settles_are {
+    my ($name, %want) = @_;
+    my $got = sub {
+        my $m = metrics();
+        return { map {
+            $_ => $m->{"nginx_throttle_settles_total{zone=\"tokens\",result=\"$_\"}"} // 0
+        } qw(charged refunded even invalid lost) };
+    };
+    my %all = (charged => 0, refunded => 0, even => 0, invalid => 0,
+               lost => 0, %want);
+    Processes::wait_until($Processes::TIMEOUT, sub {
+        my $g = $got->();
+        !grep { $g->{$_} != $all{$_} } keys %all;
+    });
+    Test::More::is_deeply($got->(), \%all, "$name: settles counted");
+}
+
 package main;
+
+require_redis_module();
+
+# Two nginx of 2 workers each, strict, on one Redis: 40 requests of a key
+# alternate between them, each reserving 1 and settling a random 0..20
+# (X-Used: the value needs no upstream here). Once every settle is
+# answered, Redis holds exactly their sum: at 1r/h nothing drains
+# meanwhile, so a look (cost=0) sees 1000 - sum left.
+sub two_nodes_strict {
+    my $redis = RedisServer->start;
+    my $port = $redis->port;
+    my %conf = (
+        http_config => <<"HTTP",
+throttle_redis main server=127.0.0.1:$port timeout=1s;
+throttle_zone \$http_x_api_key zone=tokens:1m rate=1r/h burst=999 redis=main;
+HTTP
+        config => <<'SERVER',
+location = /a.txt {
+    throttle zone=tokens settle=$http_x_used;
+}
+location = /b.txt {
+    throttle zone=tokens cost=0;
+}
+location = /metrics {
+    throttle_metrics;
+}
+SERVER
+    );
+    my $name = 'strict, two nginx';
+    with_instances($name, 2, \%conf, sub {
+        my @nodes = @_;
+        my ($sum, $passed) = (0, 0);
+        srand(25);
+        for my $i (0 .. 39) {
+            my $used = int(rand(21));
+            my $r = ThrottleTest::Http::http_request(
+                $nodes[$i % 2], 'GET /a.txt', 'X-Api-Key' => 'k',
+                'X-Used' => $used);
+            $passed++ if ($r->{status} // 0) == 200;
+            $sum += $used;
+        }
+        is($passed, 40, "$name: the 40 requests pass");
+        my $answered = sub {
+            my $n = 0;
+            for my $node (@nodes) {
+                local $ThrottleTest::Step::CURRENT = $node;
+                my $m = ThrottleTest::Step::metrics();
+                $n += $m->{"nginx_throttle_settles_total{zone=\"tokens\",result=\"$_\"}"}
+                    // 0 for qw(charged refunded even);
+            }
+            return $n;
+        };
+        Processes::wait_until($Processes::TIMEOUT, sub { $answered->() == 40 });
+        is($answered->(), 40, "$name: every settle answered");
+        my $look = ThrottleTest::Http::http_request(
+            $nodes[0], 'GET /b.txt', 'X-Api-Key' => 'k');
+        like(Responses::hdr($look, 'RateLimit') // '',
+             qr/^"tokens";r=\Q@{[1000 - $sum]}\E;/,
+             "$name: Redis holds the $sum units settled, 1000 - $sum left");
+    });
+    $redis->stop;
+}
+
+two_nodes_strict();
+
+# A settle on its way when nginx is told to quit is delivered before the
+# worker goes: Redis is paused (CLIENT PAUSE WRITE) while a slow answer
+# ends, so the settle script waits in Redis; nginx gets QUIT meanwhile,
+# and its worker exits only once the script has run.
+sub quit_with_a_settle_in_flight {
+    my $redis = RedisServer->start;
+    my $port = $redis->port;
+    my $name = 'strict, QUIT with a settle on its way';
+    my $env = start_instance(
+        http_config => <<"HTTP",
+throttle_redis main server=127.0.0.1:$port timeout=5s;
+throttle_zone \$http_x_api_key zone=tokens:1m rate=1r/h burst=999 redis=main;
+HTTP
+        config => <<'SERVER');
+location = /big.txt {
+    throttle zone=tokens settle=$http_x_used;
+    limit_rate 256k;
+}
+SERVER
+    open my $fh, '>', "$env->{prefix}/html/big.txt" or die "big.txt: $!";
+    print $fh 'x' x (512 << 10);
+    close $fh;
+
+    my $c = ThrottleTest::connect_to($env);
+    print $c "GET /big.txt HTTP/1.1\r\nHost: localhost\r\nX-Api-Key: k\r\n"
+           . "X-Used: 5\r\nConnection: close\r\n\r\n";
+    my $got = '';
+    while ($got !~ /\r\n\r\n/ && sysread($c, my $buf, 4096)) {
+        $got .= $buf;
+    }
+    like($got, qr{^HTTP/1\.1 200 }, "$name: admitted (Redis decided)");
+    $redis->cmd('CLIENT', 'PAUSE', 3000, 'WRITE');
+    1 while sysread($c, my $buf, 65536);    # the answer ends: the settle goes
+    close $c;
+    ok(Processes::wait_until(2, sub { $redis->scripts_waiting >= 1 }),
+       "$name: the settle script waits in Redis");
+
+    my $log = stop_instance($env);    # QUIT, and wait for the workers
+    my $keys = $redis->cmd('KEYS', '*');
+    my @keys = ref $keys ? @$keys : ();
+    is(scalar @keys, 1, "$name: one key in Redis");
+    # 1 reserved + 4 settled at 1r/h: 5 hours ahead
+    my $pttl_ms = $redis->cmd('PTTL', $keys[0] // 'none');
+    cmp_ok(abs($pttl_ms - 5 * 3600 * 1000), '<', 60_000,
+           "$name: the key holds the 5 units (PTTL $pttl_ms ms)");
+    unlike($log, qr/\[(alert|crit|error)\]/, "$name: nothing went wrong");
+    $redis->stop;
+}
+
+quit_with_a_settle_in_flight();
 
 run_blocks();
 
@@ -68,6 +206,14 @@ location /v1/ {
     access_log $TEST_NGINX_PREFIX/logs/settled.log settled;
     proxy_pass http://unix:$TEST_NGINX_PREFIX/llm-$TEST_NGINX_PORT.sock:/;
 }
+
+--- @metrics_location
+location = /metrics {
+    throttle_metrics;
+}
+
+--- @redis_main
+throttle_redis main server=127.0.0.1:$TEST_REDIS_PORT;
 
 --- @login_location
 location = /login {
@@ -298,14 +444,112 @@ invalid parameter "settle=" in "throttle": it needs the units a request used
 
 
 
-=== TEST 8: settle= in a strict zone is refused, for now
+=== TEST 8: settle= in an async zone is refused, for now
 --- http_config
 throttle_redis main server=127.0.0.1:1;
-throttle_zone $http_x_key zone=z:1m rate=1r/s redis=main;
+throttle_zone $http_x_key zone=z:1m rate=1r/s redis=main sync=async;
 --- config
 location / {
     throttle zone=z settle=$upstream_http_x_used;
 }
 --- must_die
 invalid parameter "settle=$upstream_http_x_used" in "throttle" directive
-zone "z" is a sync=strict zone
+zone "z" is a sync=async zone
+
+
+
+=== TEST 9: strict: tokens reserved, then charged or given back by a script at Redis's clock
+--- redis
+redis
+--- http_config
+@redis_main
+@upstreams
+throttle_zone $http_x_api_key zone=tokens:1m rate=1r/m burst=9 redis=main;
+--- config
+@tokens_location
+@metrics_location
+--- requests
+GET /v1/chat?used=4 => 200
+  > X-Api-Key: a
+  RateLimit: "tokens";r=9;t={60-}
+perl: settles_are($name, charged => 1)
+GET /v1/chat?used=0 => 200
+  > X-Api-Key: a
+  RateLimit: "tokens";r=5;t={300-}
+perl: settles_are($name, charged => 1, refunded => 1)
+GET /v1/chat?used=6 => 200
+  > X-Api-Key: a
+  RateLimit: "tokens";r=5;t={300-}
+perl: settles_are($name, charged => 2, refunded => 1)
+GET /v1/chat?used=1 => 429
+  > X-Api-Key: a
+  RateLimit: "tokens";r=0;t={600-}
+  Retry-After: {60-}
+perl: settled_lines_are($name, '4 200', '0 200', '6 200', '- 429')
+--- no_error_log
+throttle redis
+
+
+
+=== TEST 10: strict: an overdraft in Redis; Retry-After accounts for it
+--- redis
+redis
+--- http_config
+@redis_main
+@upstreams
+throttle_zone $http_x_api_key zone=tokens:1m rate=1r/m burst=9 redis=main;
+--- config
+@tokens_location
+@metrics_location
+--- requests
+GET /v1/chat?used=25 => 200
+  > X-Api-Key: a
+  RateLimit: "tokens";r=9;t={60-}
+perl: settles_are($name, charged => 1)
+GET /v1/chat?used=1 => 429
+  > X-Api-Key: a
+  RateLimit: "tokens";r=0;t={1500-}
+  Retry-After: {960-}
+
+
+
+=== TEST 11: strict logins: 20 wrong attempts at once, 5 reach the backend; a success is free
+--- redis
+redis
+--- http_config
+@redis_main
+@upstreams
+@failed_logins
+throttle_zone $arg_user zone=logins:1m rate=1r/m burst=4 redis=main;
+--- config
+@login_location
+--- requests
+GET /login?user=bob&pass=right x3 => 200
+parallel 20 /login?user=eve&pass=wrong => 401 x5, 429 x15
+GET /login?user=eve&pass=right => 429
+# bob's successes left him his whole allowance: four more failures pass
+GET /login?user=bob&pass=wrong x4 => 401
+
+
+
+=== TEST 12: strict: Redis gone when the request ends: the settle is lost, counted and logged
+--- redis
+redis
+--- http_config
+@redis_main
+@upstreams
+throttle_zone $http_x_api_key zone=tokens:1m rate=1r/m burst=9 redis=main;
+--- config
+@tokens_location
+@metrics_location
+--- requests
+GET /v1/chat?used=4 => 200
+  > X-Api-Key: a
+perl: settles_are($name, charged => 1)
+perl: $ThrottleTest::Step::CURRENT->{redis}[0]->stop
+GET /v1/chat?used=4 => 200
+  > X-Api-Key: a
+  no RateLimit
+perl: settles_are($name, charged => 1, lost => 1)
+--- error_log
+throttle redis "main"

@@ -153,6 +153,9 @@ ngx_int_t ngx_http_throttle_authorized_handler(ngx_http_request_t *r) noexcept;
 /* ngx_http_throttle_strict.cpp */
 ngx_uint_t ngx_http_throttle_strict_send(ngx_http_throttle_ctx_t *ctx) noexcept;
 void ngx_http_throttle_strict_follow_up(ngx_http_throttle_ctx_t *ctx) noexcept;
+ngx_int_t ngx_http_throttle_strict_settle(ngx_http_request_t        *r,
+                                          ngx_http_throttle_check_t *check,
+                                          int64_t delta_units) noexcept;
 
 /* ngx_http_throttle_settle.cpp: settle=, when the request ends */
 ngx_int_t ngx_http_throttle_settle_handler(ngx_http_request_t *r) noexcept;

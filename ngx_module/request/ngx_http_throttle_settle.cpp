@@ -62,7 +62,7 @@ ngx_http_throttle_settle_check(ngx_http_request_t      *r,
                                ngx_http_throttle_ctx_t *ctx,
                                ngx_uint_t               i) noexcept
 {
-    int64_t                    settled, reserved;
+    int64_t                    settled, delta;
     ngx_http_throttle_check_t *check = &ctx->checks[i];
     ngx_http_throttle_zone_t  *zone = check->lookup.zone;
     ngx_http_throttle_settle_e result;
@@ -77,21 +77,29 @@ ngx_http_throttle_settle_check(ngx_http_request_t      *r,
         return -1;
     }
 
-    reserved = settled - *ctx->decision.settle_units(i, settled);
+    delta = *ctx->decision.settle_units(i, settled);
 
-    if (settled == reserved) {
+    if (delta == 0) {
         result = NGX_HTTP_THROTTLE_SETTLE_EVEN;
 
-    } else if (ngx_http_throttle_settle_key(&check->lookup, reserved, settled,
-                                            check->lookup.now,
+    } else if (ngx_http_throttle_strict(zone)) {
+        /* counted when Redis answers */
+        if (ngx_http_throttle_strict_settle(r, check, delta) == NGX_OK) {
+            return settled;
+        }
+
+        result = NGX_HTTP_THROTTLE_SETTLE_LOST;
+
+    } else if (ngx_http_throttle_settle_key(&check->lookup, settled - delta,
+                                            settled, check->lookup.now,
                                             r->connection->log)
                != NGX_OK)
     {
         result = NGX_HTTP_THROTTLE_SETTLE_LOST;
 
     } else {
-        result = settled > reserved ? NGX_HTTP_THROTTLE_SETTLE_CHARGED
-                                    : NGX_HTTP_THROTTLE_SETTLE_REFUNDED;
+        result = delta > 0 ? NGX_HTTP_THROTTLE_SETTLE_CHARGED
+                           : NGX_HTTP_THROTTLE_SETTLE_REFUNDED;
     }
 
     ngx_http_throttle_metrics_settled(zone, result);

@@ -6,9 +6,11 @@
  * failed, within the backend's timeout). Afterwards the zone learns from
  * each answer (what it may reject by itself until Redis's answer could
  * change), and a charge the request did not use (another zone refused it)
- * is given back.
+ * is given back. When the request ends, settle= sends one more script per
+ * zone whose settled units differ from its reservation.
  */
 
+#include "ngx_http_throttle_zone_metrics.h"
 #include "ngx_http_throttle_request.h"
 
 #include "throttle/redis.hpp"
@@ -104,7 +106,8 @@ ngx_http_throttle_strict_key(ngx_pool_t                *pool,
 static ngx_http_throttle_redis_cmd_t *
 ngx_http_throttle_strict_eval(ngx_http_throttle_check_t      *check,
                               const throttle::ScriptCall     &script,
-                              ngx_http_throttle_redis_done_pt done) noexcept
+                              ngx_http_throttle_redis_done_pt done,
+                              void                           *data) noexcept
 {
     ngx_http_throttle_redis_call_t call;
 
@@ -116,7 +119,7 @@ ngx_http_throttle_strict_eval(ngx_http_throttle_check_t      *check,
     call.timeout = 0;
 
     return ngx_http_throttle_redis_eval(check->lookup.zone->redis, &call, done,
-                                        check);
+                                        data);
 }
 
 /* Sends the call of each zone Redis decides; returns how many are
@@ -152,7 +155,7 @@ ngx_http_throttle_strict_send(ngx_http_throttle_ctx_t *ctx) noexcept
                 check,
                 check->lookup.zone->policy.decision_call(
                     check->lookup.part->cost),
-                ngx_http_throttle_strict_done);
+                ngx_http_throttle_strict_done, check);
         }
 
         if (check->cmd) {
@@ -187,11 +190,71 @@ ngx_http_throttle_strict_follow_up(ngx_http_throttle_ctx_t *ctx) noexcept
                 check,
                 check->lookup.zone->policy.refund_call(check->lookup.part->cost,
                                                        check->tokens),
-                NULL);
+                NULL, NULL);
             break;
 
         case throttle::FollowUp::none:
             break;
         }
     }
+}
+
+/* A settle's answer, whenever it comes: only counted. The zone outlives
+ * it (a worker's commands end before its configuration goes). */
+static void
+ngx_http_throttle_strict_settled(void *data, redisReply *reply,
+                                 ngx_http_throttle_settle_e result) noexcept
+{
+    ngx_http_throttle_zone_t *zone = (ngx_http_throttle_zone_t *) data;
+
+    if (reply == NULL || reply->type == REDIS_REPLY_ERROR) {
+        result = NGX_HTTP_THROTTLE_SETTLE_LOST; /* logged by the transport */
+    }
+
+    ngx_http_throttle_metrics_settled(zone, result);
+}
+
+static void
+ngx_http_throttle_strict_charged(void *data, redisReply *reply, const char *,
+                                 bool) noexcept
+{
+    ngx_http_throttle_strict_settled(data, reply,
+                                     NGX_HTTP_THROTTLE_SETTLE_CHARGED);
+}
+
+static void
+ngx_http_throttle_strict_refunded(void *data, redisReply *reply, const char *,
+                                  bool) noexcept
+{
+    ngx_http_throttle_strict_settled(data, reply,
+                                     NGX_HTTP_THROTTLE_SETTLE_REFUNDED);
+}
+
+/*
+ * settle= in a strict zone, from the log phase: the key is charged
+ * delta_units more, or given them back, by one script at Redis's clock
+ * (throttle::Policy::settle_call()). Nothing waits for it: the command
+ * owns a copy of the key and the numbers, and its answer is counted when
+ * it comes (a worker that exits meanwhile waits for it, within the
+ * backend's timeout). NGX_ERROR if it could not be sent (counted lost).
+ */
+ngx_int_t
+ngx_http_throttle_strict_settle(ngx_http_request_t        *r,
+                                ngx_http_throttle_check_t *check,
+                                int64_t                    delta_units) noexcept
+{
+    ngx_http_throttle_zone_t *zone = check->lookup.zone;
+
+    if (check->redis_key.len == 0
+        && !ngx_http_throttle_strict_key(r->pool, check)) {
+        return NGX_ERROR;
+    }
+
+    return ngx_http_throttle_strict_eval(
+               check, zone->policy.settle_call(delta_units, check->tokens),
+               delta_units > 0 ? ngx_http_throttle_strict_charged
+                               : ngx_http_throttle_strict_refunded,
+               zone)
+        ? NGX_OK
+        : NGX_ERROR;
 }

@@ -66,14 +66,13 @@ delay_refusal(const Policy &policy, Message &why) noexcept
 const char *
 settle_refusal(const Policy &policy, Message &why) noexcept
 {
-    if (policy.mode == Mode::local) {
+    if (policy.mode != Mode::async) {
         return nullptr;
     }
 
     return why
-        .format("is a sync=%s zone: \"settle=\" works in local zones for "
-                "now; strict and async zones are to come",
-                policy.mode == Mode::strict ? "strict" : "async")
+        .format("is a sync=async zone: \"settle=\" works in local and "
+                "strict zones for now")
         .text();
 }
 
