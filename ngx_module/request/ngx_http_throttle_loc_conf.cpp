@@ -218,16 +218,51 @@ ngx_http_throttle_zone_ref(ngx_conf_t *cf, ngx_shm_zone_t *shm_zone,
     return NGX_CONF_OK;
 }
 
+/* The phase handlers the line needs: the authorized phase's, settle='s
+ * in the log phase (installed only when some line needs them). */
+static void
+ngx_http_throttle_line_handlers(
+    ngx_conf_t *cf, const ngx_http_throttle_line_args_t *la) noexcept
+{
+    ngx_http_throttle_main_conf_t *tmcf;
+
+    tmcf = (ngx_http_throttle_main_conf_t *) ngx_http_conf_get_module_main_conf(
+        cf, ngx_http_throttle_module);
+
+    if (la->phase == NGX_HTTP_THROTTLE_AUTHORIZED) {
+        tmcf->authorized = 1;
+    }
+
+    if (la->settle.data) {
+        tmcf->settle = 1;
+    }
+}
+
+/* A new line of a phase's lines, made on first use; NULL if out of
+ * memory. */
+static ngx_http_throttle_limit_t *
+ngx_http_throttle_line_add(ngx_conf_t *cf, ngx_array_t **lines) noexcept
+{
+    if (*lines == NULL) {
+        *lines =
+            ngx_array_create(cf->pool, 1, sizeof(ngx_http_throttle_limit_t));
+        if (*lines == NULL) {
+            return NULL;
+        }
+    }
+
+    return (ngx_http_throttle_limit_t *) ngx_array_push(*lines);
+}
+
 char *
 ngx_http_throttle_directive(ngx_conf_t *cf, ngx_command_t *cmd,
                             void *conf) noexcept
 {
-    ngx_http_throttle_loc_conf_t  *tlcf = (ngx_http_throttle_loc_conf_t *) conf;
-    ngx_array_t                  **lines;
-    ngx_shm_zone_t                *shm_zone;
-    ngx_http_throttle_limit_t     *limit;
-    ngx_http_throttle_line_args_t  la;
-    ngx_http_throttle_main_conf_t *tmcf;
+    ngx_http_throttle_loc_conf_t *tlcf = (ngx_http_throttle_loc_conf_t *) conf;
+    ngx_array_t                 **lines;
+    ngx_shm_zone_t               *shm_zone;
+    ngx_http_throttle_limit_t    *limit;
+    ngx_http_throttle_line_args_t la;
 
     ngx_str_null(&la.zone);
     ngx_str_null(&la.cost);
@@ -259,28 +294,10 @@ ngx_http_throttle_directive(ngx_conf_t *cf, ngx_command_t *cmd,
         return (char *) NGX_CONF_ERROR;
     }
 
-    tmcf = (ngx_http_throttle_main_conf_t *) ngx_http_conf_get_module_main_conf(
-        cf, ngx_http_throttle_module);
-
-    if (la.phase == NGX_HTTP_THROTTLE_AUTHORIZED) {
-        tmcf->authorized = 1;
-    }
-
-    if (la.settle.data) {
-        tmcf->settle = 1;
-    }
+    ngx_http_throttle_line_handlers(cf, &la);
 
     lines = &tlcf->limits[la.phase];
-
-    if (*lines == NULL) {
-        *lines =
-            ngx_array_create(cf->pool, 1, sizeof(ngx_http_throttle_limit_t));
-        if (*lines == NULL) {
-            return (char *) NGX_CONF_ERROR;
-        }
-    }
-
-    limit = (ngx_http_throttle_limit_t *) ngx_array_push(*lines);
+    limit = ngx_http_throttle_line_add(cf, lines);
     if (limit == NULL) {
         return (char *) NGX_CONF_ERROR;
     }
