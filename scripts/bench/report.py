@@ -26,10 +26,11 @@ from tables import md_table, text_table  # noqa: E402
 
 BASELINE = "none"
 ORDER = ["none", "limit_req", "throttle_pass", "throttle_pass_authorized",
-         "throttle_pass_delay",
+         "throttle_pass_delay", "throttle_pass_settle",
          "throttle_pass_noheaders", "throttle_pass_no_counters",
          "throttle_pass_scraped", "api_pass",
-         "strict_pass", "strict_api_pass", "throttle_reject", "strict_reject",
+         "strict_pass", "strict_api_pass", "strict_pass_settle",
+         "throttle_reject", "strict_reject",
          "throttle_pass_hot", "async_pass_hot", "throttle_pass_distinct",
          "async_pass_distinct", "fixed_window_pass", "sliding_window_pass",
          "sliding_log_pass", "strict_fixed_window_pass",
@@ -44,6 +45,10 @@ NOTES = {
                                 "after the access phase)",
     "throttle_pass_delay": "as throttle_pass, delay= that never makes a "
                            "request wait",
+    "throttle_pass_settle": "as throttle_pass, settle= equal to the cost "
+                            "(read when the request ends; nothing to move)",
+    "strict_pass_settle": "as strict_pass, settle= one unit more than the "
+                          "cost: a second script (a charge) a request",
     "throttle_pass_noheaders": "as throttle_pass, throttle_headers off",
     "throttle_pass_no_counters": "as throttle_pass, on a second nginx whose "
                                  "module is built without the metrics "
@@ -94,6 +99,10 @@ ALGORITHM_RATIO = 0.9
 PHASE_RATIO = 0.97
 # So does delay= when no request has to wait: computing the wait
 DELAY_RATIO = 0.97
+# settle= equal to the cost: reading it when the request ends
+SETTLE_RATIO = 0.97
+# settle= that charges more in a strict zone: a second script a request
+STRICT_SETTLE_RATIO = 0.6
 # The throttle_metrics counters, and scraping them, cost nearly nothing
 COUNTERS_RATIO = 0.98
 # Asking the decision endpoint costs about what a limited request does
@@ -109,6 +118,11 @@ PAIRS = [
      "decided after the access phase vs in preaccess"),
     ("throttle_pass_delay", "throttle_pass",
      "delay= that never makes a request wait vs no delay="),
+    ("throttle_pass_settle", "throttle_pass",
+     "settle= equal to the cost vs no settle="),
+    ("strict_pass_settle", "strict_pass",
+     "settle= charging one unit more (a second script) vs no settle=, "
+     "strict"),
     ("throttle_pass", "throttle_pass_no_counters",
      "cost of the metrics counters"),
     ("throttle_pass_scraped", "throttle_pass",
@@ -520,6 +534,31 @@ def like_throttle_pass_targets(runs, config, minimum):
     return [t, non2xx_target(runs, config, "always passing")]
 
 
+def settle_targets(runs, connections):
+    """settle=: equal to the cost, it costs what throttle_pass does; in a
+    strict zone charging more, a second script a request, at least 0.6 of
+    strict_pass, always passing."""
+    out = like_throttle_pass_targets(runs, "throttle_pass_settle",
+                                     SETTLE_RATIO)
+    t = ratio_target(runs, "strict_pass_settle", "strict_pass",
+                     STRICT_SETTLE_RATIO)
+    if t is None:
+        return out
+    out.append(t)
+    redis = redis_totals(runs, "strict_pass_settle")
+    if redis:
+        scripts, _, _, requests, _ = redis
+        # requests cut off when wrk stops count as for one_script_target
+        slack = 2 * connections * len(runs["strict_pass_settle"])
+        out.append(("strict_pass_settle: %s EVALSHA/EVAL per request (%d "
+                    "for %d requests), target 2: the decision and the "
+                    "settle" % (per_request(scripts, requests), scripts,
+                                requests),
+                    0 <= scripts - 2 * requests <= slack))
+    out.append(non2xx_target(runs, "strict_pass_settle", "always passing"))
+    return out
+
+
 def api_targets(runs, connections):
     """The decision endpoint against a limited static file, in local and
     strict mode: at least 0.9, always passing, and in strict mode one
@@ -880,6 +919,8 @@ def main():
         ("Delay target (delay= that never makes a request wait, against "
          "no delay=)",
          like_throttle_pass_targets(runs, "throttle_pass_delay", DELAY_RATIO)),
+        ("settle= targets (charging what the response says)",
+         settle_targets(runs, args.connections)),
         ("Decision endpoint targets (throttle_api against the same policy "
          "limiting a request)", api_targets(runs, args.connections)),
         ("Metrics targets (what the throttle_metrics counters and scraping "
