@@ -207,6 +207,8 @@ ngx_http_throttle_strict_settled(void *data, redisReply *reply,
 {
     ngx_http_throttle_zone_t *zone = (ngx_http_throttle_zone_t *) data;
 
+    zone->settles_in_flight--;
+
     if (reply == NULL || reply->type == REDIS_REPLY_ERROR) {
         result = NGX_HTTP_THROTTLE_SETTLE_LOST; /* logged by the transport */
     }
@@ -230,13 +232,20 @@ ngx_http_throttle_strict_refunded(void *data, redisReply *reply, const char *,
                                      NGX_HTTP_THROTTLE_SETTLE_REFUNDED);
 }
 
+/* Settles a zone's worker may have on their way to Redis. Nothing waits
+ * for a settle, so under a load Redis cannot keep up with, they would
+ * queue without bound in front of the decisions, which then time out;
+ * beyond this many, a settle is lost (counted, logged) instead. */
+#define NGX_HTTP_THROTTLE_SETTLES_IN_FLIGHT 128
+
 /*
  * settle= in a strict zone, from the log phase: the key is charged
  * delta_units more, or given them back, by one script at Redis's clock
  * (throttle::Policy::settle_call()). Nothing waits for it: the command
  * owns a copy of the key and the numbers, and its answer is counted when
  * it comes (a worker that exits meanwhile waits for it, within the
- * backend's timeout). NGX_ERROR if it could not be sent (counted lost).
+ * backend's timeout). NGX_ERROR if it could not be sent, or too many are
+ * on their way already (counted lost).
  */
 ngx_int_t
 ngx_http_throttle_strict_settle(ngx_http_request_t        *r,
@@ -245,16 +254,35 @@ ngx_http_throttle_strict_settle(ngx_http_request_t        *r,
 {
     ngx_http_throttle_zone_t *zone = check->lookup.zone;
 
+    if (zone->settles_in_flight >= NGX_HTTP_THROTTLE_SETTLES_IN_FLIGHT) {
+        if (ngx_http_throttle_log_due(&zone->settle_log, ngx_current_msec,
+                                      1000)) {
+            ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
+                          "throttle zone \"%V\": %ui settles on their way "
+                          "to Redis already: settles are lost",
+                          &zone->name, zone->settles_in_flight);
+        }
+        return NGX_ERROR;
+    }
+
     if (check->redis_key.len == 0
         && !ngx_http_throttle_strict_key(r->pool, check)) {
         return NGX_ERROR;
     }
 
-    return ngx_http_throttle_strict_eval(
-               check, zone->policy.settle_call(delta_units, check->tokens),
-               delta_units > 0 ? ngx_http_throttle_strict_charged
-                               : ngx_http_throttle_strict_refunded,
-               zone)
-        ? NGX_OK
-        : NGX_ERROR;
+    /* counted before it goes: its answer may come at once */
+    zone->settles_in_flight++;
+
+    if (ngx_http_throttle_strict_eval(
+            check, zone->policy.settle_call(delta_units, check->tokens),
+            delta_units > 0 ? ngx_http_throttle_strict_charged
+                            : ngx_http_throttle_strict_refunded,
+            zone)
+        == NULL)
+    {
+        zone->settles_in_flight--;
+        return NGX_ERROR;
+    }
+
+    return NGX_OK;
 }

@@ -112,7 +112,8 @@ typedef struct {
     ngx_uint_t                 line;
     /* this worker's */
     ngx_http_throttle_log_limit_t redis_log;
-    ngx_http_throttle_log_limit_t settle_log; /* bad settle= values */
+    ngx_http_throttle_log_limit_t settle_log;        /* bad settle= values */
+    ngx_uint_t                    settles_in_flight; /* strict, to Redis */
     ngx_event_t                  *sync_timer;
 } ngx_http_throttle_zone_t;
 

@@ -682,12 +682,12 @@ if [ "$NGINX_ERRORS" -gt 0 ]; then
     echo "bench: note: $NGINX_ERRORS lines at error level or above in" \
          "$PREFIX/logs/error.log, e.g.:"
     grep -E '\[(error|crit|alert|emerg)\]' "$PREFIX/logs/error.log" \
-        | head -n 3 | sed 's/^/  /'
+        | sed -n 1,3p | sed 's/^/  /'
 fi
 # the first of them, for the report: "20:35:23 [error] <message>" (a
 # Redis timeout explains the non-2xx of a strict row measured then)
 NGINX_ERROR_LINES=$(grep -E '\[(error|crit|alert|emerg)\]' "$PREFIX/logs/error.log" \
-    | head -n 3 | sed -E 's/^[0-9]+\/[0-9]+\/[0-9]+ //; s/ [0-9]+#[0-9]+: / /' \
+    | sed -n 1,3p | sed -E 's/^[0-9]+\/[0-9]+\/[0-9]+ //; s/ [0-9]+#[0-9]+: / /' \
     | awk '{ printf "%s`%s`", (NR > 1 ? "; " : ""), $0 }' || true)
 # an async zone that cannot sync with Redis, or a zone evicting keys that
 # are still limited or due a sync, says so at "warn"
@@ -695,14 +695,14 @@ NGINX_WARNS=$(grep -c '\[warn\]' "$PREFIX/logs/error.log" || true)
 if [ "$NGINX_WARNS" -gt 0 ]; then
     echo "bench: note: $NGINX_WARNS lines at warn level in" \
          "$PREFIX/logs/error.log, e.g.:"
-    grep '\[warn\]' "$PREFIX/logs/error.log" | head -n 3 | sed 's/^/  /'
+    grep '\[warn\]' "$PREFIX/logs/error.log" | sed -n 1,3p | sed 's/^/  /'
 fi
 if [ -n "$NO_COUNTERS" ] && grep -qE '\[(warn|error|crit|alert|emerg)\]' \
         "$PREFIX_NO_COUNTERS/logs/error.log"; then
     echo "bench: note: the nginx without counters logged at warn or above" \
          "in $PREFIX_NO_COUNTERS/logs/error.log, e.g.:"
     grep -E '\[(warn|error|crit|alert|emerg)\]' "$PREFIX_NO_COUNTERS/logs/error.log" \
-        | head -n 3 | sed 's/^/  /'
+        | sed -n 1,3p | sed 's/^/  /'
 fi
 
 # --- keys per MiB -----------------------------------------------------------
