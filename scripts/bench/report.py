@@ -306,19 +306,22 @@ def non2xx_target(runs, config, why):
             non2xx == 0)
 
 
-def one_script_target(runs, config, connections):
-    """A strict row's EVALSHA/EVAL per request: exactly one, and no other
-    commands (a cluster's slot map reads are counted apart)."""
+def scripts_target(runs, config, connections, per_request_wanted=1, why=""):
+    """A strict row's EVALSHA/EVAL per request: exactly per_request_wanted
+    (why: what they are), and no other commands (a cluster's slot map
+    reads are counted apart)."""
     scripts, cmds, other, requests, _ = redis_totals(runs, config)
     # a request cut off when wrk stops may have been sent to Redis but is
-    # not counted by wrk: at most one per connection and run
-    slack = connections * len(runs[config])
-    excess = scripts - requests
+    # not counted by wrk: at most one per connection and run (each with
+    # all its scripts)
+    slack = per_request_wanted * connections * len(runs[config])
+    excess = scripts - per_request_wanted * requests
     return ("%s: %s EVALSHA/EVAL per request (%d for %d requests: %+d, "
             "where up to %d requests in flight when wrk stops may count; "
-            "%d other commands), target exactly 1"
+            "%d other commands), target exactly %d%s"
             % (config, per_request(scripts, requests), scripts, requests,
-               excess, slack, other),
+               excess, slack, other, per_request_wanted,
+               ": " + why if why else ""),
             0 <= excess <= slack and other == 0)
 
 
@@ -329,7 +332,7 @@ def strict_targets(runs, connections):
     if t:
         out.append(t)
     if redis_totals(runs, "strict_pass"):
-        out.append(one_script_target(runs, "strict_pass", connections))
+        out.append(scripts_target(runs, "strict_pass", connections))
         out.append(non2xx_target(runs, "strict_pass",
                                  "a request Redis did not decide is denied "
                                  "there"))
@@ -449,7 +452,7 @@ def cluster_targets(runs, connections):
         if t:
             out.append(t)
         if cluster_totals(runs, num):
-            out.append(one_script_target(runs, num, connections))
+            out.append(scripts_target(runs, num, connections))
             out.append(redirect_target(runs, num))
             out.append(non2xx_target(runs, num,
                                      "a request the cluster did not decide "
@@ -545,16 +548,9 @@ def settle_targets(runs, connections):
     if t is None:
         return out
     out.append(t)
-    redis = redis_totals(runs, "strict_pass_settle")
-    if redis:
-        scripts, _, _, requests, _ = redis
-        # requests cut off when wrk stops count as for one_script_target
-        slack = 2 * connections * len(runs["strict_pass_settle"])
-        out.append(("strict_pass_settle: %s EVALSHA/EVAL per request (%d "
-                    "for %d requests), target 2: the decision and the "
-                    "settle" % (per_request(scripts, requests), scripts,
-                                requests),
-                    0 <= scripts - 2 * requests <= slack))
+    if redis_totals(runs, "strict_pass_settle"):
+        out.append(scripts_target(runs, "strict_pass_settle", connections, 2,
+                                  "the decision and the settle"))
     out.append(non2xx_target(runs, "strict_pass_settle", "always passing"))
     return out
 
@@ -571,7 +567,7 @@ def api_targets(runs, connections):
             continue
         out.append(t)
         if redis_totals(runs, num):
-            out.append(one_script_target(runs, num, connections))
+            out.append(scripts_target(runs, num, connections))
         out.append(non2xx_target(runs, num, "always passing"))
     return out
 
