@@ -289,19 +289,6 @@ ngx_http_throttle_check_refs(ngx_conf_t                    *cf,
             return NGX_ERROR;
         }
 
-        refusal = refs[i].settle.len
-            ? throttle::settle_refusal(zone->policy, why)
-            : NULL;
-
-        if (refusal) {
-            ngx_log_error(NGX_LOG_EMERG, cf->log, 0,
-                          "invalid parameter \"settle=%V\" in \"throttle\" "
-                          "directive in %V:%ui: zone \"%V\" %s",
-                          &refs[i].settle, &refs[i].file, refs[i].line,
-                          &zone->name, refusal);
-            return NGX_ERROR;
-        }
-
         if (refs[i].delay_units == throttle::kNoDelay) {
             continue;
         }

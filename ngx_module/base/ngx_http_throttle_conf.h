@@ -44,13 +44,11 @@ extern "C" ngx_module_t ngx_http_throttle_module;
 #define NGX_HTTP_THROTTLE_ON_ERROR_DENY 1
 
 /* Where a "throttle" or "throttle_api" line named a zone, to report one
- * never defined, or one that cannot take the delay= or settle= asked of
- * it. */
+ * never defined, or one that cannot take the delay= asked of it. */
 typedef struct {
     ngx_shm_zone_t *shm_zone;
     const char     *directive;
     int64_t         delay_units; /* throttle::kNoDelay: none */
-    ngx_str_t       settle;      /* settle=, as written; empty: none */
     ngx_str_t       file;
     ngx_uint_t      line;
 } ngx_http_throttle_zone_ref_t;

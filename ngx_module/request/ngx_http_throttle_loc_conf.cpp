@@ -110,7 +110,7 @@ ngx_http_throttle_line_set_cost(ngx_conf_t *cf, ngx_str_t *text,
 }
 
 /* settle=: evaluated when the request ends (ngx_http_throttle_settle.cpp);
- * whether its zone can settle is checked once every zone is known. */
+ * every zone can settle. */
 static char *
 ngx_http_throttle_line_set_settle(ngx_conf_t *cf, ngx_str_t *text,
                                   ngx_http_throttle_limit_t *limit) noexcept
@@ -191,11 +191,10 @@ ngx_http_throttle_line_unique(ngx_conf_t                   *cf,
 
 /* Remembers where "directive" named the zone, to report one never
  * defined, or one that cannot take the line's delay= (throttle::kNoDelay:
- * none) or settle= (NULL: none). */
+ * none). */
 char *
 ngx_http_throttle_zone_ref(ngx_conf_t *cf, ngx_shm_zone_t *shm_zone,
-                           const char *directive, int64_t delay_units,
-                           ngx_str_t *settle) noexcept
+                           const char *directive, int64_t delay_units) noexcept
 {
     ngx_http_throttle_zone_ref_t  *ref;
     ngx_http_throttle_main_conf_t *tmcf;
@@ -211,7 +210,6 @@ ngx_http_throttle_zone_ref(ngx_conf_t *cf, ngx_shm_zone_t *shm_zone,
     ref->shm_zone = shm_zone;
     ref->delay_units = delay_units;
     ref->directive = directive;
-    ref->settle = settle ? *settle : ngx_str_t{0, NULL};
     ref->file = cf->conf_file->file.name;
     ref->line = cf->conf_file->line;
 
@@ -316,7 +314,7 @@ ngx_http_throttle_directive(ngx_conf_t *cf, ngx_command_t *cmd,
     ngx_http_throttle_line_sort(*lines);
 
     return ngx_http_throttle_zone_ref(cf, shm_zone, "throttle",
-                                      limit->delay_units, &la.settle);
+                                      limit->delay_units);
 }
 
 /* ngx_conf_set_enum_slot, with a message that names the directive and the

@@ -126,8 +126,8 @@ char *ngx_http_throttle_set_enum(ngx_conf_t *cf, ngx_command_t *cmd,
 char *ngx_http_throttle_set_status(ngx_conf_t *cf, ngx_command_t *cmd,
                                    void *conf) noexcept;
 char *ngx_http_throttle_zone_ref(ngx_conf_t *cf, ngx_shm_zone_t *shm_zone,
-                                 const char *directive, int64_t delay_units,
-                                 ngx_str_t *settle) noexcept;
+                                 const char *directive,
+                                 int64_t     delay_units) noexcept;
 
 /* ngx_http_throttle_decide.cpp: the decision over a request's zones */
 ngx_int_t ngx_http_throttle_start(ngx_http_request_t      *r,

@@ -372,6 +372,25 @@ ngx_http_throttle_take_node(ngx_http_throttle_lookup_t *check) noexcept
     return tn;
 }
 
+/* In an async zone, a key whose units unsent were `unsent` has been
+ * charged or settled at `now` (`sends`: with units for Redis): the zone
+ * counts them, and the key is due a sync (charged 0, to learn what the
+ * other nodes charged). */
+static void
+ngx_http_throttle_async_changed(ngx_http_throttle_zone_t *zone,
+                                ngx_http_throttle_node_t *tn, int64_t unsent,
+                                int64_t now, bool sends) noexcept
+{
+    ngx_http_throttle_metrics_pending(
+        zone, zone->policy.pending_total(tn->stored.pending) - unsent);
+
+    if (sends) {
+        ngx_http_throttle_metrics_charged(zone, now);
+    }
+
+    ngx_http_throttle_mark_dirty(zone, tn);
+}
+
 void
 ngx_http_throttle_commit(ngx_http_throttle_lookup_t *check) noexcept
 {
@@ -384,10 +403,7 @@ ngx_http_throttle_commit(ngx_http_throttle_lookup_t *check) noexcept
     }
 
     tn = ngx_http_throttle_take_node(check);
-
-    unsent = ngx_http_throttle_async(zone)
-        ? zone->policy.pending_total(tn->stored.pending)
-        : 0;
+    unsent = zone->policy.pending_total(tn->stored.pending);
 
     zone->policy.commit(check->part->decision, check->now, check->part->cost,
                         tn->stored, ngx_http_throttle_node_log(tn));
@@ -395,12 +411,8 @@ ngx_http_throttle_commit(ngx_http_throttle_lookup_t *check) noexcept
     ngx_queue_insert_head(&zone->sh->queue, &tn->queue);
 
     if (ngx_http_throttle_async(zone)) {
-        ngx_http_throttle_metrics_pending(
-            zone, zone->policy.pending_total(tn->stored.pending) - unsent);
-        if (check->part->cost > 0) {
-            ngx_http_throttle_metrics_charged(zone, check->now);
-        }
-        ngx_http_throttle_mark_dirty(zone, tn);
+        ngx_http_throttle_async_changed(zone, tn, unsent, check->now,
+                                        check->part->cost > 0);
     }
 }
 
@@ -418,20 +430,23 @@ ngx_http_throttle_mark_dirty(ngx_http_throttle_zone_t *zone,
 }
 
 /*
- * settle=, in a local zone: the key the request was charged `reserved`
- * units for at reserved_at is charged settled - reserved more, or given
- * the difference back (throttle::Policy::settle()). A key the zone no
- * longer holds gets a node for a charge; a refund to it has nothing to
- * give back. NGX_ERROR if the zone had no room for the charge.
+ * settle=, in a local or async zone: the key the request was charged
+ * `reserved` units for at reserved_at is charged settled - reserved more,
+ * or given the difference back (throttle::Policy::settle()); an async key
+ * sends what changed with its next sync. A key the zone no longer holds
+ * gets a node for a charge; a refund to it has nothing to give back.
+ * NGX_ERROR if the zone had no room for the charge.
  */
 ngx_int_t
 ngx_http_throttle_settle_key(ngx_http_throttle_lookup_t *check,
                              int64_t reserved_units, int64_t settled_units,
                              int64_t reserved_at, ngx_log_t *log) noexcept
 {
+    int64_t                   unsent;
     ngx_int_t                 rc = NGX_OK;
     ngx_http_throttle_node_t *tn;
     ngx_http_throttle_zone_t *zone = check->zone;
+    throttle::PendingUnits    pending;
 
     ngx_shmtx_lock(&zone->shpool->mutex);
 
@@ -444,10 +459,19 @@ ngx_http_throttle_settle_key(ngx_http_throttle_lookup_t *check,
 
     if (rc == NGX_OK && (check->node || check->fresh)) {
         tn = ngx_http_throttle_take_node(check);
+        pending = tn->stored.pending;
+        unsent = zone->policy.pending_total(pending);
+
         zone->policy.settle(tn->stored, ngx_http_throttle_node_log(tn),
                             reserved_units, settled_units, reserved_at,
                             check->now);
         ngx_queue_insert_head(&zone->sh->queue, &tn->queue);
+
+        if (tn->stored.pending.units != pending.units
+            || tn->stored.pending.since != pending.since)
+        {
+            ngx_http_throttle_async_changed(zone, tn, unsent, check->now, true);
+        }
     }
 
     ngx_shmtx_unlock(&zone->shpool->mutex);

@@ -2,13 +2,15 @@
 -- Async mode, fixed_window: one node's units since its last sync, for many
 -- keys of one zone at once; returns Redis's counts, which replace the
 -- node's view. The node has already admitted these units: nothing is
--- rejected here, the counts just grow.
+-- rejected here, the counts just grow (or shrink, not below 0, by what
+-- settles gave back).
 --
 -- KEYS[1..n]    the zone's keys (one hash tag, the zone: one slot); each a
 --               hash {w = window start, n = units counted in it}, as
 --               fixed_window.lua keeps it
 -- ARGV[1]       the window, microseconds
 -- ARGV[3i - 1]  units the node admitted to KEYS[i] in its current window
+--               (negative: settles gave more back, never below 0)
 -- ARGV[3i]      ... in the window before (not counted: that window is over)
 -- ARGV[3i + 1]  how long ago, by the node's clock, its current window began
 --               (relative, so that the node's clock does not matter beyond
@@ -34,8 +36,8 @@ for i, key in ipairs(KEYS) do
         n = tonumber(held[2])
     end
 
-    if cur > 0 and began == start then
-        n = n + cur
+    if cur ~= 0 and began == start then
+        n = math.max(n + cur, 0)
         redis.call('HSET', key, 'w', string.format('%d', start), 'n',
                    string.format('%d', n))
         redis.call('PEXPIRE', key,

@@ -2,7 +2,8 @@
 -- Async mode: one node's consumption since its last sync, for many keys of
 -- one zone at once; returns the global state that replaces the node's view.
 -- The node has already admitted these units, so nothing is rejected here:
--- the funnel just moves on by T * units.
+-- the funnel just moves on by T * units (or back, by what settles gave
+-- back).
 --
 -- KEYS[1..n]    the zone's keys (one hash tag, the zone: one slot)
 -- ARGV[1]       emission interval T, microseconds
@@ -10,7 +11,9 @@
 --               that units another node charged up to that long ago still
 --               find the record of this node's (the nodes send no older)
 -- ARGV[2i + 1]  units the node charged to KEYS[i] since its last sync
---               (0: only read the global state)
+--               (0: only read the global state; negative: settles gave
+--               more back than it charged, which moves the funnel back,
+--               never before now)
 -- ARGV[2i + 2]  how long ago the first of them was charged, microseconds
 --               (relative, so the node's clock does not matter)
 --
@@ -60,6 +63,12 @@ for i, key in ipairs(KEYS) do
             if tat + grace > now then
                 store(key, tat, false)
             end
+        end
+    elseif units < 0 then
+        tat = tonumber(redis.call('GET', key))
+        if tat and tat > now then
+            tat = math.max(tat + t * units, now)
+            store(key, tat, false)
         end
     else
         tat = tonumber(redis.call('GET', key))

@@ -2,7 +2,8 @@
 -- Async mode, sliding_window: one node's units since its last sync, for
 -- many keys of one zone at once; returns Redis's counts, which replace the
 -- node's view. The node has already admitted these units: nothing is
--- rejected here, the counts just grow.
+-- rejected here, the counts just grow (or shrink, not below 0, by what
+-- settles gave back).
 --
 -- KEYS[1..n]    the zone's keys (one hash tag, the zone: one slot); each a
 --               hash {w = current window start, p = units of the window
@@ -10,7 +11,7 @@
 --               sliding_window.lua keeps it
 -- ARGV[1]       the window, microseconds
 -- ARGV[3i - 1]  units the node admitted to KEYS[i] in its current window
--- ARGV[3i]      ... in the window before it
+-- ARGV[3i]      ... in the window before it (either may be negative)
 -- ARGV[3i + 1]  how long ago, by the node's clock, its current window began
 --               (relative, so that the node's clock does not matter beyond
 --               agreeing on where windows start)
@@ -40,13 +41,13 @@ for i, key in ipairs(KEYS) do
     end
 
     local added = false
-    if began == start and cur + prev > 0 then
-        c = c + cur
-        p = p + prev
+    if began == start and (cur ~= 0 or prev ~= 0) then
+        c = math.max(c + cur, 0)
+        p = math.max(p + prev, 0)
         added = true
-    elseif began == start - w and cur > 0 then
+    elseif began == start - w and cur ~= 0 then
         -- the node's window is over here: its units weigh as the previous
-        p = p + cur
+        p = math.max(p + cur, 0)
         added = true
     end
 

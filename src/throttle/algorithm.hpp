@@ -75,10 +75,19 @@ class Syncing {
     virtual PendingUnits charge(const Policy &policy, PendingUnits pending,
                                 int64_t cost, int64_t now_us,
                                 const KeyState &after) const noexcept = 0;
+    // A settle (Algorithm::settle()) at now_us turned the key's state from
+    // `before` (a fresh key's if it was stale) into `after`: adds what it
+    // changed, which may be negative (units given back), for the sync to
+    // take to Redis. Redis applies it as the settle did here: a charge
+    // whatever the key holds, a refund never below a fresh key.
+    virtual PendingUnits settle(const Policy &policy, PendingUnits pending,
+                                const KeyState &before, const KeyState &after,
+                                int64_t now_us) const noexcept = 0;
     // Units a failed sync took back, put together with those charged since.
     virtual PendingUnits merge(const Policy &policy, PendingUnits kept,
                                PendingUnits since_taken) const noexcept = 0;
-    // How many units `pending` stands for.
+    // How many units `pending` stands for, given back ones included: what
+    // a sync has left to send.
     virtual int64_t total(const PendingUnits &pending) const noexcept = 0;
 
   protected:

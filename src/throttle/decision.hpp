@@ -44,26 +44,35 @@ struct StoredKey {
     KeyState     state;
 };
 
-// Two counts in one word, `high << 32 | low`: each must be in [0, 2^31),
-// which every limit and cost is (a window's counters; a remembered
-// denial's cost and remaining units).
+// Two counts in one word, `high << 32 | low`: each must be in (-2^31,
+// 2^31). Every limit and cost is in [0, 2^31) (a window's counters; a
+// remembered denial's cost and remaining units); only an async key's
+// pending units can be negative, when a settle gave units back.
 constexpr int64_t
 pack_counts(int64_t high, int64_t low) noexcept
 {
-    return static_cast<int64_t>(static_cast<uint64_t>(high) << 32
-                                | static_cast<uint64_t>(low));
+    return static_cast<int64_t>(
+        static_cast<uint64_t>(static_cast<uint32_t>(high)) << 32
+        | static_cast<uint32_t>(low));
 }
 
 constexpr int64_t
 high_count(int64_t packed) noexcept
 {
-    return static_cast<int64_t>(static_cast<uint64_t>(packed) >> 32);
+    return static_cast<int32_t>(
+        static_cast<uint32_t>(static_cast<uint64_t>(packed) >> 32));
 }
 
 constexpr int64_t
 low_count(int64_t packed) noexcept
 {
-    return static_cast<int64_t>(static_cast<uint64_t>(packed) & 0xffff'ffff);
+    return static_cast<int32_t>(static_cast<uint32_t>(packed));
 }
+
+static_assert(high_count(pack_counts(-3, 5)) == -3
+                  && low_count(pack_counts(-3, 5)) == 5
+                  && low_count(pack_counts(7, -9)) == -9
+                  && high_count(pack_counts(0x7fff'ffff, 1)) == 0x7fff'ffff,
+              "pack_counts() keeps each count and its sign");
 
 } // namespace throttle

@@ -6,6 +6,7 @@
 #include "throttle/policy.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 
 namespace throttle {
 
@@ -170,6 +171,26 @@ class GcraSync final : public Syncing {
         return pending;
     }
 
+    // The whole units the settle moved the TAT by (a refund that stopped
+    // at now gives back the whole units it moved: a fraction stays here).
+    PendingUnits settle(const Policy &policy, PendingUnits pending,
+                        const KeyState &before, const KeyState &after,
+                        int64_t now_us) const noexcept override
+    {
+        const int64_t moved_us =
+            after.words[0] - std::max(before.words[0], now_us);
+        const int64_t units = moved_us / policy.emission_interval_us;
+
+        if (units == 0) {
+            return pending;
+        }
+        if (pending.units == 0) {
+            pending.since = now_us;
+        }
+        pending.units += units;
+        return pending;
+    }
+
     // The counts add up; the earlier start stays.
     PendingUnits merge(const Policy &, PendingUnits kept,
                        PendingUnits since_taken) const noexcept override
@@ -185,7 +206,7 @@ class GcraSync final : public Syncing {
 
     int64_t total(const PendingUnits &pending) const noexcept override
     {
-        return pending.units;
+        return std::abs(pending.units);
     }
 
   private:

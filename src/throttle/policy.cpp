@@ -64,19 +64,6 @@ delay_refusal(const Policy &policy, Message &why) noexcept
 }
 
 const char *
-settle_refusal(const Policy &policy, Message &why) noexcept
-{
-    if (policy.mode != Mode::async) {
-        return nullptr;
-    }
-
-    return why
-        .format("is a sync=async zone: \"settle=\" works in local and "
-                "strict zones for now")
-        .text();
-}
-
-const char *
 reload_refusal(const Policy &was, const Policy &now, Message &why) noexcept
 {
     // by name: a reload may load the module anew, at another address
@@ -164,7 +151,7 @@ Policy::settle(StoredKey &key, int64_t *log, int64_t reserved_units,
     // both counts >= 0: their difference cannot overflow
     const int64_t delta_units = std::max<int64_t>(settled_units, 0)
         - std::max<int64_t>(reserved_units, 0);
-    if (mode != Mode::local || delta_units == 0) {
+    if (mode == Mode::strict || delta_units == 0) {
         return;
     }
 
@@ -174,8 +161,15 @@ Policy::settle(StoredKey &key, int64_t *log, int64_t reserved_units,
         }
         key.state = KeyState{};
     }
+
+    const KeyState before = key.state;
     algorithm->settle(*this, delta_units, reserved_at_us, now, key.state,
                       key.expire_at_us, log);
+
+    if (mode == Mode::async) {
+        key.pending = algorithm->syncing()->settle(*this, key.pending, before,
+                                                   key.state, now);
+    }
 }
 
 int64_t

@@ -99,16 +99,16 @@ struct Policy {
     void commit(const Decision &decision, int64_t now_us, int64_t cost,
                 StoredKey &key, int64_t *log) const noexcept;
 
-    // A local zone, once a request it charged `reserved_units` at
-    // reserved_at_us has ended: settles the key to the units the request
-    // really used (`settled_units`; a negative count is none), as
+    // A local or async zone, once a request it charged `reserved_units`
+    // at reserved_at_us has ended: settles the key to the units the
+    // request really used (`settled_units`; a negative count is none), as
     // Algorithm::settle() says: the difference is charged at now_us even
     // beyond the limit, or the part of the reservation that still counts
     // is given back. A key the zone holds stale, or a new one (zeroed, as
     // for commit()), is a fresh key's: a charge makes it hold just that
-    // charge, a refund leaves it as it is. Strict and async zones do not
-    // settle yet (the glue does not call it for them; their keys are left
-    // as they are).
+    // charge, a refund leaves it as it is. An async zone also counts what
+    // the settle changed for the next sync (Syncing::settle()); a strict
+    // one settles in Redis (settle_call()), and its key is left as it is.
     void settle(StoredKey &key, int64_t *log, int64_t reserved_units,
                 int64_t settled_units, int64_t reserved_at_us,
                 int64_t now_us) const noexcept;
@@ -172,10 +172,6 @@ Parsed<Policy> make_policy(const ZoneParams &params, Message &why) noexcept;
 // Why a throttle line of this zone cannot have delay= (the text is in
 // `why`, after the zone's name in the message), or null if it can.
 const char *delay_refusal(const Policy &policy, Message &why) noexcept;
-
-// Why a throttle line of this zone cannot have settle= (the text is in
-// `why`, after the zone's name in the message), or null if it can.
-const char *settle_refusal(const Policy &policy, Message &why) noexcept;
 
 // The reload rules: why a zone that kept its name and size cannot keep its
 // keys under its new policy (the text is in `why`), or null if it can.

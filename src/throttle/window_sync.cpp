@@ -5,6 +5,7 @@
 #include "throttle/windows.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <utility>
 
 namespace throttle {
@@ -60,12 +61,14 @@ synced_window_state(PreviousWindow previous, int64_t window_us,
     int64_t    prev = weighs ? counts[0] : 0;
     int64_t    cur = weighs ? counts[1] : counts[0];
 
+    // (a settle's refund among them may take some back: not below 0, as
+    // Redis will not go either)
     if (unsent.units != 0) {
         if (unsent.since == start) {
-            cur += low_count(unsent.units);
-            prev += high_count(unsent.units);
+            cur = std::max<int64_t>(cur + low_count(unsent.units), 0);
+            prev = std::max<int64_t>(prev + high_count(unsent.units), 0);
         } else if (unsent.since == start - window_us) {
-            prev += low_count(unsent.units);
+            prev = std::max<int64_t>(prev + low_count(unsent.units), 0);
         }
     }
 
@@ -120,6 +123,27 @@ WindowSync::charge(const Policy &policy, PendingUnits pending, int64_t cost,
                               {cost, after.words[0]});
 }
 
+// What the settle changed of the counters, both read as of now's window.
+PendingUnits
+WindowSync::settle(const Policy &policy, PendingUnits pending,
+                   const KeyState &before, const KeyState &after,
+                   int64_t now_us) const noexcept
+{
+    const int64_t      w = policy.window_us;
+    const int64_t      start = window_start(now_us, w);
+    const WindowCounts was(&before, start, w);
+    const WindowCounts is(&after, start, w);
+    const int64_t      prev =
+        previous_ == PreviousWindow::weighs ? is.previous - was.previous : 0;
+    const int64_t cur = is.current - was.current;
+
+    if (prev == 0 && cur == 0) {
+        return pending;
+    }
+    return merge_window_units(previous_, w, pending,
+                              {pack_counts(prev, cur), start});
+}
+
 PendingUnits
 WindowSync::merge(const Policy &policy, PendingUnits kept,
                   PendingUnits since_taken) const noexcept
@@ -130,7 +154,8 @@ WindowSync::merge(const Policy &policy, PendingUnits kept,
 int64_t
 WindowSync::total(const PendingUnits &pending) const noexcept
 {
-    return low_count(pending.units) + high_count(pending.units);
+    return std::abs(low_count(pending.units))
+        + std::abs(high_count(pending.units));
 }
 
 } // namespace throttle

@@ -63,6 +63,9 @@ class WindowSync final : public Syncing {
     PendingUnits charge(const Policy &policy, PendingUnits pending,
                         int64_t cost, int64_t now_us,
                         const KeyState &after) const noexcept override;
+    PendingUnits settle(const Policy &policy, PendingUnits pending,
+                        const KeyState &before, const KeyState &after,
+                        int64_t now_us) const noexcept override;
     PendingUnits merge(const Policy &policy, PendingUnits kept,
                        PendingUnits since_taken) const noexcept override;
     int64_t      total(const PendingUnits &pending) const noexcept override;

@@ -6,7 +6,9 @@
 // window for the window counters, the timestamps for sliding_log). Every
 // decision's verdict and remaining units must agree, and its retry time
 // where the model can say it plainly; the key must live while the model
-// holds anything.
+// holds anything. Where the algorithm can sync=async, an async zone's key
+// walks beside it: its state is the local key's to the word, and while
+// nothing is synced its unsent units are what its window counters hold.
 #include "throttle/policy.hpp"
 #include "window_test_support.hpp"
 
@@ -218,6 +220,25 @@ struct Reservation {
 
 // One round: a random policy of `algorithm`, then `kSteps` random steps on
 // one key and its model. Requests end in any order, at most kOpen at once.
+// An async key beside the local one: the same state, and (window
+// counters) the same counts unsent, none of them synced yet.
+void
+expect_async_twin(const StoredSlot &local, const StoredSlot &async,
+                  const Policy &p)
+{
+    ASSERT_EQ(async.held, local.held);
+    ASSERT_EQ(async.key.state.words[0], local.key.state.words[0]);
+    ASSERT_EQ(async.key.state.words[1], local.key.state.words[1]);
+    ASSERT_EQ(async.key.expire_at_us, local.key.expire_at_us);
+    if (p.algorithm->name != "gcra" && async.key.pending.units != 0
+        && async.key.pending.since == local.key.state.words[0])
+    {
+        const int64_t counts = local.key.state.words[1];
+        ASSERT_EQ(low_count(async.key.pending.units), low_count(counts));
+        ASSERT_EQ(high_count(async.key.pending.units), high_count(counts));
+    }
+}
+
 template <class Model>
 void
 walk(std::string_view algorithm, std::mt19937_64 &rng, int round,
@@ -231,6 +252,12 @@ walk(std::string_view algorithm, std::mt19937_64 &rng, int round,
     const int64_t     window_us = p.window_us;
     Model             model(p);
     StoredSlot        slot;
+    // (a copy of p: the same limits, whatever the mode derives)
+    Policy     async_p = p;
+    StoredSlot async_slot;
+    async_p.mode = Mode::async;
+    async_p.sync_interval_us = 100'000;
+    const bool               syncs = p.algorithm->syncing() != nullptr;
     std::vector<Reservation> open;
     int64_t                  now = kEpoch + uniform(rng, 0, 86'400 * kSecond);
 
@@ -244,6 +271,10 @@ walk(std::string_view algorithm, std::mt19937_64 &rng, int round,
                        : what == 1                ? p.limit + 1
                                    : uniform(rng, 1, (p.limit + 1) / 2);
             const ThrottleResult got = slot.hit(p, now, cost).result;
+            if (syncs) {
+                ASSERT_EQ(async_slot.hit(async_p, now, cost).result.limited,
+                          got.limited);
+            }
             const ThrottleResult want = model.decide(now, cost);
             ASSERT_EQ(got.limited, want.limited) << "cost " << cost;
             ASSERT_EQ(got.remaining, want.remaining) << "cost " << cost;
@@ -261,6 +292,9 @@ walk(std::string_view algorithm, std::mt19937_64 &rng, int round,
             open.pop_back();
             const int64_t used = uniform(rng, 0, 2 * r.units);
             slot.settle(p, r.units, used, r.at_us, now);
+            if (syncs) {
+                async_slot.settle(async_p, r.units, used, r.at_us, now);
+            }
             model.settle(used - r.units, r.at_us, now);
             settled++;
         } else {
@@ -269,6 +303,9 @@ walk(std::string_view algorithm, std::mt19937_64 &rng, int round,
         }
         if (model.holds_anything(now)) {
             ASSERT_GT(slot.key.expire_at_us, now);
+        }
+        if (syncs) {
+            ASSERT_NO_FATAL_FAILURE(expect_async_twin(slot, async_slot, p));
         }
     }
 }
