@@ -30,13 +30,32 @@ ngx_http_throttle_redis_read_replies(ngx_http_throttle_redis_conn_t *conn,
 static void
 ngx_http_throttle_redis_close(ngx_http_throttle_redis_conn_t *conn) noexcept;
 
+/* The oldest command's deadline has passed: the connection fails. The
+ * timer may fire earlier, for a command answered since: ngx_add_timer()
+ * keeps a timer that is set within NGX_TIMER_LAZY_DELAY (300 ms) of the
+ * time asked, so re-arming it for each new oldest command moves nothing
+ * while commands keep coming. Then it is set again, for the oldest
+ * command that waits now. */
 static void
 ngx_http_throttle_redis_timed_out(ngx_event_t *ev) noexcept
 {
     ngx_http_throttle_redis_conn_t *conn;
+    ngx_http_throttle_redis_cmd_t  *oldest;
     char                            err[160];
 
     conn = (ngx_http_throttle_redis_conn_t *) ev->data;
+
+    if (ngx_queue_empty(&conn->awaiting)) {
+        return;
+    }
+
+    oldest = ngx_queue_data(ngx_queue_head(&conn->awaiting),
+                            ngx_http_throttle_redis_cmd_t, queue);
+
+    if ((ngx_msec_int_t) (oldest->deadline - ngx_current_msec) > 0) {
+        ngx_http_throttle_redis_arm_timer(conn);
+        return;
+    }
 
     ngx_snprintf((u_char *) err, sizeof(err) - 1, "no reply within %M ms%Z",
                  conn->node->worker->backend->timeout);
