@@ -144,9 +144,10 @@ GET /throttle?zone=reply&key=alice&cost=0 x3 => 200
   body ~ "remaining":3,
 GET /throttle?zone=reply&key=alice&cost=2 => 200
   body ~ "remaining":1,
+# the GET's answer has a reservation, whose length depends on the clock
 HEAD /throttle?zone=reply&key=alice => 200
   Content-Type: application/json
-  Content-Length: 157
+  Content-Length ~ ^(18\d|19\d|20\d)$
   RateLimit: "reply";r=0;t=180
   body:
 GET /throttle?zone=reply&key=alice&cost=0 => 200

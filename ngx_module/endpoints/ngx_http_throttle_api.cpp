@@ -11,6 +11,7 @@
  *     GET /throttle?zone=reply&key=alice&cost=1
  *     POST /throttle  {"zone":"reply","key":"alice","cost":1}
  *                     {"checks":[{"zone":"reply","key":"alice"},...]}
+ *     GET /throttle?zone=reply&key=alice&settle=3&reservation=...
  *
  * The caller names the zones and keys: each key is the one an HTTP request
  * of the same bytes has in the zone, so application code and nginx's own
@@ -156,9 +157,8 @@ ngx_http_throttle_api_directive(ngx_conf_t *cf, ngx_command_t *cmd,
     return NGX_CONF_OK;
 }
 
-/* Sends "json" with "status"; what the handler, or the request's
- * finalization, is given. */
-static ngx_int_t
+/* Sends "json" with "status". */
+ngx_int_t
 ngx_http_throttle_api_send(ngx_http_request_t *r, ngx_uint_t status,
                            ngx_str_t *json) noexcept
 {
@@ -182,7 +182,7 @@ ngx_http_throttle_api_send(ngx_http_request_t *r, ngx_uint_t status,
 }
 
 /* {"error":"..."} with "status". */
-static ngx_int_t
+ngx_int_t
 ngx_http_throttle_api_send_error(ngx_http_request_t *r, ngx_uint_t status,
                                  const ngx_str_t *error) noexcept
 {
@@ -287,8 +287,8 @@ ngx_http_throttle_api_call(ngx_http_request_t *r) noexcept
     return call;
 }
 
-/* Decides a call once it is read, or refuses it (400) when "rc", how
- * the reading went, says so. */
+/* Decides (or settles) a call once it is read, or refuses it (400) when
+ * "rc", how the reading went, says so. */
 static ngx_int_t
 ngx_http_throttle_api_run(ngx_http_throttle_api_call_t *call,
                           ngx_int_t                     rc) noexcept
@@ -302,7 +302,8 @@ ngx_http_throttle_api_run(ngx_http_throttle_api_call_t *call,
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
-    return ngx_http_throttle_api_decide(call);
+    return call->settles ? ngx_http_throttle_api_settle(call)
+                         : ngx_http_throttle_api_decide(call);
 }
 
 #define NGX_HTTP_THROTTLE_API_STR(x) #x

@@ -13,8 +13,8 @@
 
 /* The names of a check's fields, as NGX_HTTP_THROTTLE_API_ZONE... */
 static const ngx_str_t ngx_http_throttle_api_fields[] = {
-    ngx_string("zone"), ngx_string("key"), ngx_string("cost"),
-    ngx_string("delay")};
+    ngx_string("zone"),  ngx_string("key"),    ngx_string("cost"),
+    ngx_string("delay"), ngx_string("settle"), ngx_string("reservation")};
 
 ngx_uint_t
 ngx_http_throttle_api_field(const ngx_str_t *name) noexcept
@@ -70,39 +70,63 @@ ngx_http_throttle_api_zone(ngx_http_throttle_loc_conf_t *tlcf,
     return NULL;
 }
 
-/* A check as the caller gave it; a NULL zone or key was not given. The
- * readers give at most NGX_HTTP_THROTTLE_API_MAX_CHECKS. */
+/* A caller's value quoted in a refusal, cut at NGX_HTTP_THROTTLE_API_QUOTE
+ * bytes: `what "value" why`. */
 ngx_int_t
-ngx_http_throttle_api_add(ngx_http_throttle_api_call_t *call,
-                          const ngx_str_t *zone_name, const ngx_str_t *key,
-                          int64_t cost, int64_t delay_units) noexcept
+ngx_http_throttle_api_quote(ngx_http_throttle_api_call_t *call,
+                            const char *what, const ngx_str_t *value,
+                            const char *why) noexcept
 {
-    ngx_uint_t                 i;
-    const char                *refusal;
-    throttle::Message          why;
-    ngx_http_throttle_zone_t  *zone;
-    ngx_http_throttle_given_t *check;
+    return ngx_http_throttle_api_refuse(
+        call, "%s \"%*s\" %s", what,
+        ngx_min(value->len, NGX_HTTP_THROTTLE_API_QUOTE), value->data, why);
+}
 
-    if (zone_name == NULL) {
-        return ngx_http_throttle_api_refuse(call, "missing \"zone\"");
-    }
+/*
+ * A settle check: neither "cost" nor "delay" (a settle charges what was
+ * used, never a reservation, and never waits), and a reservation only as
+ * a decision's answer wrote it, read here so that a bad one is refused
+ * before anything is settled.
+ */
+static ngx_int_t
+ngx_http_throttle_api_add_settle(ngx_http_throttle_api_call_t        *call,
+                                 const ngx_http_throttle_api_asked_t *asked,
+                                 ngx_uint_t i) noexcept
+{
+    ngx_http_throttle_api_settle_t *settle = &call->settles_asked[i];
 
-    zone = ngx_http_throttle_api_zone(call->tlcf, zone_name);
-
-    if (zone == NULL) {
+    if (asked->cost >= 0 || asked->delay_units != throttle::kNoDelay) {
         return ngx_http_throttle_api_refuse(
-            call, "unknown zone \"%*s\": not one of this endpoint's zones=",
-            ngx_min(zone_name->len, NGX_HTTP_THROTTLE_API_QUOTE),
-            zone_name->data);
+            call,
+            "\"settle\" cannot go with \"%s\": a settle charges the "
+            "units used, at once",
+            asked->cost >= 0 ? "cost" : "delay");
     }
 
-    for (i = 0; i < call->nchecks; i++) {
-        if (call->checks[i].zone == zone) {
-            return ngx_http_throttle_api_refuse(
-                call, "zone \"%V\" is asked twice", &zone->name);
+    if (asked->reservation) {
+        auto parsed = throttle::parse_reservation(
+            ngx_http_throttle_sv(*asked->reservation));
+
+        if (!parsed) {
+            return ngx_http_throttle_api_quote(
+                call, "reservation", asked->reservation, parsed.error);
         }
+
+        settle->reserved = true;
+        settle->reservation = *parsed.value;
     }
 
+    settle->call = call;
+    settle->settled_units = asked->settle_units;
+
+    return NGX_OK;
+}
+
+/* A key: given, 1 to NGX_HTTP_THROTTLE_API_MAX_KEY bytes. */
+static ngx_int_t
+ngx_http_throttle_api_check_key(ngx_http_throttle_api_call_t *call,
+                                const ngx_str_t              *key) noexcept
+{
     if (key == NULL) {
         return ngx_http_throttle_api_refuse(call, "missing \"key\"");
     }
@@ -117,7 +141,69 @@ ngx_http_throttle_api_add(ngx_http_throttle_api_call_t *call,
                                             NGX_HTTP_THROTTLE_API_MAX_KEY);
     }
 
-    if (delay_units != throttle::kNoDelay) {
+    return NGX_OK;
+}
+
+/* A check as the caller gave it. The readers give at most
+ * NGX_HTTP_THROTTLE_API_MAX_CHECKS. */
+ngx_int_t
+ngx_http_throttle_api_add(ngx_http_throttle_api_call_t        *call,
+                          const ngx_http_throttle_api_asked_t *asked) noexcept
+{
+    ngx_int_t                  rc;
+    ngx_uint_t                 i;
+    const char                *refusal;
+    throttle::Message          why;
+    ngx_http_throttle_zone_t  *zone;
+    ngx_http_throttle_given_t *check;
+    const ngx_str_t           *key = asked->key;
+    bool                       settles = asked->settle_units >= 0;
+
+    if (asked->zone == NULL) {
+        return ngx_http_throttle_api_refuse(call, "missing \"zone\"");
+    }
+
+    zone = ngx_http_throttle_api_zone(call->tlcf, asked->zone);
+
+    if (zone == NULL) {
+        return ngx_http_throttle_api_refuse(
+            call, "unknown zone \"%*s\": not one of this endpoint's zones=",
+            ngx_min(asked->zone->len, NGX_HTTP_THROTTLE_API_QUOTE),
+            asked->zone->data);
+    }
+
+    for (i = 0; i < call->nchecks; i++) {
+        if (call->checks[i].zone == zone) {
+            return ngx_http_throttle_api_refuse(
+                call, "zone \"%V\" is asked twice", &zone->name);
+        }
+    }
+
+    rc = ngx_http_throttle_api_check_key(call, key);
+    if (rc != NGX_OK) {
+        return rc;
+    }
+
+    /* a settle is never rejected, a decision may be: one answer cannot
+     * say both */
+    if (call->nchecks > 0 && call->settles != settles) {
+        return ngx_http_throttle_api_refuse(
+            call,
+            "a call decides or settles: \"settle\" must be in every "
+            "check or in none");
+    }
+
+    if (settles) {
+        rc = ngx_http_throttle_api_add_settle(call, asked, call->nchecks);
+        if (rc != NGX_OK) {
+            return rc;
+        }
+
+    } else if (asked->reservation) {
+        return ngx_http_throttle_api_refuse(
+            call, "\"reservation\" goes with \"settle\"");
+
+    } else if (asked->delay_units != throttle::kNoDelay) {
         refusal = throttle::delay_refusal(zone->policy, why);
 
         if (refusal) {
@@ -126,11 +212,12 @@ ngx_http_throttle_api_add(ngx_http_throttle_api_call_t *call,
         }
     }
 
+    call->settles = settles;
     check = &call->checks[call->nchecks++];
     check->zone = zone;
     check->key = *key;
-    check->cost = cost;
-    check->delay_units = delay_units;
+    check->cost = asked->cost >= 0 ? asked->cost : 1;
+    check->delay_units = asked->delay_units;
 
     return NGX_OK;
 }
@@ -212,7 +299,36 @@ ngx_http_throttle_api_arg(ngx_http_throttle_api_call_t *call, u_char *start,
     return rc;
 }
 
-/* A GET's (or HEAD's) one check: zone=, key= and cost= (default 1). */
+/* A query string's count: "unset" when not given, else an integer from 0
+ * to max. */
+static ngx_int_t
+ngx_http_throttle_api_arg_count(ngx_http_throttle_api_call_t *call,
+                                const char *name, const ngx_str_t *value,
+                                int64_t max, int64_t unset,
+                                int64_t *count) noexcept
+{
+    u_char why[48];
+
+    if (value->data == NULL) {
+        *count = unset;
+        return NGX_OK;
+    }
+
+    auto parsed = throttle::parse_count(ngx_http_throttle_sv(*value), max);
+
+    if (!parsed) {
+        *ngx_snprintf(why, sizeof(why) - 1, "is not an integer from 0 to %L",
+                      max) = '\0';
+        return ngx_http_throttle_api_quote(call, name, value,
+                                           (const char *) why);
+    }
+
+    *count = *parsed.value;
+    return NGX_OK;
+}
+
+/* A GET's (or HEAD's) one check: zone=, key=, and cost= (default 1) and
+ * delay=, or settle= and reservation=. */
 ngx_int_t
 ngx_http_throttle_api_read_args(ngx_http_throttle_api_call_t *call) noexcept
 {
@@ -223,7 +339,10 @@ ngx_http_throttle_api_read_args(ngx_http_throttle_api_call_t *call) noexcept
     ngx_str_t *key = &values[NGX_HTTP_THROTTLE_API_KEY];
     ngx_str_t *cost = &values[NGX_HTTP_THROTTLE_API_COST];
     ngx_str_t *delay = &values[NGX_HTTP_THROTTLE_API_DELAY];
+    ngx_str_t *settle = &values[NGX_HTTP_THROTTLE_API_SETTLE];
+    ngx_str_t *reservation = &values[NGX_HTTP_THROTTLE_API_RESERVATION];
     ngx_str_t *args = &call->request->args;
+    ngx_http_throttle_api_asked_t asked;
 
     ngx_memzero(values, sizeof(values));
 
@@ -244,27 +363,28 @@ ngx_http_throttle_api_read_args(ngx_http_throttle_api_call_t *call) noexcept
         }
     }
 
-    auto parsed = throttle::parse_count(
-        cost->data ? ngx_http_throttle_sv(*cost) : "1", throttle::kMaxCost);
+    asked.zone = zone->data ? zone : NULL;
+    asked.key = key->data ? key : NULL;
+    asked.reservation = reservation->data ? reservation : NULL;
 
-    if (!parsed) {
-        return ngx_http_throttle_api_refuse(
-            call, "cost \"%*s\" is not an integer from 0 to %L",
-            ngx_min(cost->len, NGX_HTTP_THROTTLE_API_QUOTE), cost->data,
-            throttle::kMaxCost);
+    rc = ngx_http_throttle_api_arg_count(call, "cost", cost, throttle::kMaxCost,
+                                         -1, &asked.cost);
+    if (rc != NGX_OK) {
+        return rc;
     }
 
-    auto delayed = throttle::parse_count(ngx_http_throttle_sv(*delay),
-                                         throttle::kMaxDelay);
-
-    if (delay->data && !delayed) {
-        return ngx_http_throttle_api_refuse(
-            call, "delay \"%*s\" is not an integer from 0 to %L",
-            ngx_min(delay->len, NGX_HTTP_THROTTLE_API_QUOTE), delay->data,
-            throttle::kMaxDelay);
+    rc = ngx_http_throttle_api_arg_count(
+        call, "delay", delay, throttle::kMaxDelay, throttle::kNoDelay,
+        &asked.delay_units);
+    if (rc != NGX_OK) {
+        return rc;
     }
 
-    return ngx_http_throttle_api_add(
-        call, zone->data ? zone : NULL, key->data ? key : NULL, *parsed.value,
-        delay->data ? *delayed.value : throttle::kNoDelay);
+    rc = ngx_http_throttle_api_arg_count(
+        call, "settle", settle, throttle::kMaxCost, -1, &asked.settle_units);
+    if (rc != NGX_OK) {
+        return rc;
+    }
+
+    return ngx_http_throttle_api_add(call, &asked);
 }

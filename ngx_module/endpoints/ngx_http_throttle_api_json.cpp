@@ -1,11 +1,9 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * throttle_api's JSON, read and written with RapidJSON: the checks of a
- * POST's body, and the answers:
+ * throttle_api's JSON, read with RapidJSON: the checks of a POST's body;
+ * and what every answer's text needs (the checks' answers are written by
+ * ngx_http_throttle_api_answer.cpp), the refusals:
  *
- *     {"allowed":true,"checks":[{"zone":"reply","key":"alice",
- *      "status":"PASSED","limit":16,"remaining":15,"reset_after_ms":2000,
- *      "retry_after_ms":-1,"delay_ms":0}]}
  *     {"error":"missing \"key\""}
  *
  * A key is bytes; JSON text is UTF-8. A key (or a quoted value in an
@@ -13,28 +11,15 @@
  * sequence as U+FFFD, so that every answer is valid JSON.
  */
 
-/*
- * RapidJSON asserts its caller's use of its API (a string read from a
- * value that is not one), never its input: every type is checked here
- * before it is read. An assert must neither abort the worker nor throw
- * (the glue has no exceptions), so it is nothing.
- */
-#define RAPIDJSON_ASSERT(x) ((void) 0)
-
-#include "ngx_http_throttle_api.h"
+#include "ngx_http_throttle_api_json.h"
 
 #include <rapidjson/document.h>
 #include <rapidjson/error/en.h>
-#include <rapidjson/stringbuffer.h>
-#include <rapidjson/writer.h>
 
 /* The iterative parser: a deeply nested body costs heap, not the
  * worker's stack; the body must be valid UTF-8, as JSON is. */
 static const unsigned ngx_http_throttle_api_parse_flags =
     rapidjson::kParseIterativeFlag | rapidjson::kParseValidateEncodingFlag;
-
-typedef rapidjson::Writer<rapidjson::StringBuffer>
-    ngx_http_throttle_api_writer_t;
 
 /* How long the UTF-8 sequence at "p" is, or 0 if it is not a valid one
  * (a stray continuation byte, an overlong form, a surrogate, beyond
@@ -82,7 +67,7 @@ ngx_http_throttle_api_utf8_len(const u_char *p, const u_char *end) noexcept
 
 /* Writes bytes as a JSON string, each invalid UTF-8 byte as U+FFFD; the
  * writer escapes quotes, backslashes and control characters. */
-static bool
+bool
 ngx_http_throttle_api_write_string(ngx_http_throttle_api_writer_t &w,
                                    ngx_pool_t *pool, const u_char *data,
                                    size_t len) noexcept
@@ -181,15 +166,48 @@ ngx_http_throttle_api_string(ngx_http_throttle_api_call_t *call,
     return NGX_OK;
 }
 
-/* One check, {"zone":"...","key":"...","cost":N}: cost 1 when absent. */
+/* A count field: "unset" when absent, else an integer from 0 to max
+ * (1.0 and "1" are not). */
+static ngx_int_t
+ngx_http_throttle_api_count(ngx_http_throttle_api_call_t *call,
+                            const rapidjson::Value *value, const char *name,
+                            int64_t max, int64_t unset, int64_t *count) noexcept
+{
+    if (value == NULL) {
+        *count = unset;
+        return NGX_OK;
+    }
+
+    if (!value->IsUint64() || value->GetUint64() > (uint64_t) max) {
+        return ngx_http_throttle_api_refuse(
+            call, "\"%s\" is not an integer from 0 to %L", name, max);
+    }
+
+    *count = (int64_t) value->GetUint64();
+    return NGX_OK;
+}
+
+/* One check, {"zone":"...","key":"...","cost":N} (cost 1 when absent), or
+ * {"zone":"...","key":"...","settle":N,"reservation":"..."}. */
 static ngx_int_t
 ngx_http_throttle_api_json_check(ngx_http_throttle_api_call_t *call,
                                  const rapidjson::Value       &check) noexcept
 {
-    ngx_int_t               rc;
-    ngx_str_t               zone, key;
-    const rapidjson::Value *fields[NGX_HTTP_THROTTLE_API_NFIELDS] = {};
-    const rapidjson::Value *given_zone, *given_key, *cost, *delay;
+    ngx_int_t                     rc;
+    ngx_str_t                     strings[NGX_HTTP_THROTTLE_API_NFIELDS];
+    ngx_uint_t                    i;
+    ngx_http_throttle_api_asked_t asked;
+    const rapidjson::Value       *fields[NGX_HTTP_THROTTLE_API_NFIELDS] = {};
+
+    /* the string fields, and whether the document's bytes need a copy
+     * (it is gone once the call is read) */
+    static const struct {
+        ngx_uint_t  field;
+        const char *name;
+        bool        copy;
+    } texts[] = {{NGX_HTTP_THROTTLE_API_ZONE, "zone", false},
+                 {NGX_HTTP_THROTTLE_API_KEY, "key", true},
+                 {NGX_HTTP_THROTTLE_API_RESERVATION, "reservation", false}};
 
     if (!check.IsObject()) {
         return ngx_http_throttle_api_refuse(call, "a check must be an object");
@@ -202,48 +220,42 @@ ngx_http_throttle_api_json_check(ngx_http_throttle_api_call_t *call,
         }
     }
 
-    given_zone = fields[NGX_HTTP_THROTTLE_API_ZONE];
-    given_key = fields[NGX_HTTP_THROTTLE_API_KEY];
-    cost = fields[NGX_HTTP_THROTTLE_API_COST];
-    delay = fields[NGX_HTTP_THROTTLE_API_DELAY];
-
-    if (given_zone) {
-        rc = ngx_http_throttle_api_string(call, given_zone, "zone", false,
-                                          &zone);
-        if (rc != NGX_OK) {
-            return rc;
+    for (const auto &t : texts) {
+        i = t.field;
+        if (fields[i]) {
+            rc = ngx_http_throttle_api_string(call, fields[i], t.name, t.copy,
+                                              &strings[i]);
+            if (rc != NGX_OK) {
+                return rc;
+            }
         }
     }
 
-    if (given_key) {
-        rc = ngx_http_throttle_api_string(call, given_key, "key", true, &key);
-        if (rc != NGX_OK) {
-            return rc;
-        }
+    asked.zone = fields[NGX_HTTP_THROTTLE_API_ZONE]
+        ? &strings[NGX_HTTP_THROTTLE_API_ZONE]
+        : NULL;
+    asked.key = fields[NGX_HTTP_THROTTLE_API_KEY]
+        ? &strings[NGX_HTTP_THROTTLE_API_KEY]
+        : NULL;
+    asked.reservation = fields[NGX_HTTP_THROTTLE_API_RESERVATION]
+        ? &strings[NGX_HTTP_THROTTLE_API_RESERVATION]
+        : NULL;
+
+    rc = ngx_http_throttle_api_count(call, fields[NGX_HTTP_THROTTLE_API_COST],
+                                     "cost", throttle::kMaxCost, -1,
+                                     &asked.cost);
+    if (rc == NGX_OK) {
+        rc = ngx_http_throttle_api_count(
+            call, fields[NGX_HTTP_THROTTLE_API_DELAY], "delay",
+            throttle::kMaxDelay, throttle::kNoDelay, &asked.delay_units);
+    }
+    if (rc == NGX_OK) {
+        rc = ngx_http_throttle_api_count(
+            call, fields[NGX_HTTP_THROTTLE_API_SETTLE], "settle",
+            throttle::kMaxCost, -1, &asked.settle_units);
     }
 
-    if (cost
-        && (!cost->IsUint64()
-            || cost->GetUint64() > (uint64_t) throttle::kMaxCost))
-    {
-        return ngx_http_throttle_api_refuse(
-            call, "\"cost\" is not an integer from 0 to %L",
-            throttle::kMaxCost);
-    }
-
-    if (delay
-        && (!delay->IsUint64()
-            || delay->GetUint64() > (uint64_t) throttle::kMaxDelay))
-    {
-        return ngx_http_throttle_api_refuse(
-            call, "\"delay\" is not an integer from 0 to %L",
-            throttle::kMaxDelay);
-    }
-
-    return ngx_http_throttle_api_add(
-        call, given_zone ? &zone : NULL, given_key ? &key : NULL,
-        cost ? (int64_t) cost->GetUint64() : 1,
-        delay ? (int64_t) delay->GetUint64() : throttle::kNoDelay);
+    return rc == NGX_OK ? ngx_http_throttle_api_add(call, &asked) : rc;
 }
 
 /* {"checks":[...]}: the checks, all of which must pass. */
@@ -307,7 +319,7 @@ ngx_http_throttle_api_read_json(ngx_http_throttle_api_call_t *call,
 }
 
 /* The writer's text, copied into the pool. */
-static ngx_int_t
+ngx_int_t
 ngx_http_throttle_api_copy_out(ngx_pool_t *pool, rapidjson::StringBuffer &sb,
                                ngx_str_t *json) noexcept
 {
@@ -336,113 +348,4 @@ ngx_http_throttle_api_error(ngx_pool_t *pool, const ngx_str_t *error,
     w.EndObject();
 
     return ngx_http_throttle_api_copy_out(pool, sb, json);
-}
-
-/*
- * One check's answer: its zone's own verdict (as
- * nginx_throttle_requests_total counts it: a check that would pass in a
- * set another check rejected is PASSED, and was not charged), and the
- * zone's figures, null when the zone could not decide (ERROR_ALLOWED,
- * ERROR_DENIED).
- */
-static bool
-ngx_http_throttle_api_write_check(ngx_http_throttle_api_writer_t  &w,
-                                  const ngx_http_throttle_ctx_t   *ctx,
-                                  const ngx_http_throttle_check_t *check,
-                                  const ngx_str_t                 *key) noexcept
-{
-    ngx_uint_t       i = (ngx_uint_t) (check - ctx->checks);
-    throttle::Status verdict = ctx->decision.verdict(i);
-    ngx_str_t        status = ngx_http_throttle_status_name(verdict);
-    const ngx_str_t *zone = &check->lookup.zone->name;
-    bool             decided = verdict != throttle::Status::error_allowed
-        && verdict != throttle::Status::error_denied;
-
-    const throttle::ZoneCheck      &part = ctx->decision.check(i);
-    const throttle::ThrottleResult &res = part.decision.result;
-
-    w.StartObject();
-    w.Key("zone");
-    w.String((const char *) zone->data, (rapidjson::SizeType) zone->len);
-    w.Key("key");
-    if (!ngx_http_throttle_api_write_string(w, ctx->request->pool, key->data,
-                                            key->len))
-    {
-        return false;
-    }
-    w.Key("status");
-    w.String((const char *) status.data, (rapidjson::SizeType) status.len);
-
-    const struct {
-        const char *name;
-        int64_t     value;
-    } figures[] = {
-        {"limit", res.limit},
-        {"remaining", res.remaining},
-        {"reset_after_ms", throttle::ceil_millis(res.reset_after_us)},
-        {"retry_after_ms",
-         res.retry_after_us < 0 ? -1
-                                : throttle::ceil_millis(res.retry_after_us)},
-        {"delay_ms", throttle::ceil_millis(part.wait_us)}};
-
-    for (const auto &f : figures) {
-        w.Key(f.name);
-        if (decided) {
-            w.Int64(f.value);
-        } else {
-            w.Null();
-        }
-    }
-
-    return w.EndObject();
-}
-
-/* The check of a zone among the decision's (sorted by zone name). */
-static const ngx_http_throttle_check_t *
-ngx_http_throttle_api_check_of(const ngx_http_throttle_ctx_t  *ctx,
-                               const ngx_http_throttle_zone_t *zone) noexcept
-{
-    ngx_uint_t i;
-
-    for (i = 0; i < ctx->nchecks; i++) {
-        if (ctx->checks[i].lookup.zone == zone) {
-            return &ctx->checks[i];
-        }
-    }
-
-    return NULL;
-}
-
-ngx_int_t
-ngx_http_throttle_api_answer(ngx_http_throttle_api_call_t  *call,
-                             const ngx_http_throttle_ctx_t *ctx, bool allowed,
-                             ngx_str_t *json) noexcept
-{
-    ngx_uint_t                       i;
-    rapidjson::StringBuffer          sb;
-    ngx_http_throttle_api_writer_t   w(sb);
-    const ngx_http_throttle_check_t *check;
-
-    w.StartObject();
-    w.Key("allowed");
-    w.Bool(allowed);
-    w.Key("checks");
-    w.StartArray();
-
-    /* in the caller's order */
-    for (i = 0; i < call->nchecks; i++) {
-        check = ngx_http_throttle_api_check_of(ctx, call->checks[i].zone);
-
-        if (check == NULL
-            || !ngx_http_throttle_api_write_check(w, ctx, check,
-                                                  &call->checks[i].key))
-        {
-            return NGX_ERROR;
-        }
-    }
-
-    w.EndArray();
-    w.EndObject();
-
-    return ngx_http_throttle_api_copy_out(call->request->pool, sb, json);
 }

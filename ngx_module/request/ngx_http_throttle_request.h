@@ -156,6 +156,10 @@ void ngx_http_throttle_strict_follow_up(ngx_http_throttle_ctx_t *ctx) noexcept;
 ngx_int_t ngx_http_throttle_strict_settle(ngx_http_request_t        *r,
                                           ngx_http_throttle_check_t *check,
                                           int64_t delta_units) noexcept;
+ngx_http_throttle_redis_cmd_t *ngx_http_throttle_strict_settle_send(
+    ngx_pool_t *pool, ngx_http_throttle_check_t *check, int64_t delta_units,
+    ngx_http_throttle_redis_done_pt done, void *data) noexcept;
+bool ngx_http_throttle_strict_settle_taken(const redisReply *reply) noexcept;
 
 /* ngx_http_throttle_settle.cpp: settle=, when the request ends */
 ngx_int_t ngx_http_throttle_settle_handler(ngx_http_request_t *r) noexcept;

@@ -199,6 +199,14 @@ ngx_http_throttle_strict_follow_up(ngx_http_throttle_ctx_t *ctx) noexcept
     }
 }
 
+/* Whether Redis took a settle script: an error reply, or none in time
+ * (the transport has logged why), loses it. */
+bool
+ngx_http_throttle_strict_settle_taken(const redisReply *reply) noexcept
+{
+    return reply != NULL && reply->type != REDIS_REPLY_ERROR;
+}
+
 /* A settle's answer, whenever it comes: only counted. The zone outlives
  * it (a worker's commands end before its configuration goes). */
 static void
@@ -209,8 +217,8 @@ ngx_http_throttle_strict_settled(void *data, redisReply *reply,
 
     zone->settles_in_flight--;
 
-    if (reply == NULL || reply->type == REDIS_REPLY_ERROR) {
-        result = NGX_HTTP_THROTTLE_SETTLE_LOST; /* logged by the transport */
+    if (!ngx_http_throttle_strict_settle_taken(reply)) {
+        result = NGX_HTTP_THROTTLE_SETTLE_LOST;
     }
 
     ngx_http_throttle_metrics_settled(zone, result);
@@ -265,16 +273,11 @@ ngx_http_throttle_strict_settle(ngx_http_request_t        *r,
         return NGX_ERROR;
     }
 
-    if (check->redis_key.len == 0
-        && !ngx_http_throttle_strict_key(r->pool, check)) {
-        return NGX_ERROR;
-    }
-
     /* counted before it goes: its answer may come at once */
     zone->settles_in_flight++;
 
-    if (ngx_http_throttle_strict_eval(
-            check, zone->policy.settle_call(delta_units, check->tokens),
+    if (ngx_http_throttle_strict_settle_send(
+            r->pool, check, delta_units,
             delta_units > 0 ? ngx_http_throttle_strict_charged
                             : ngx_http_throttle_strict_refunded,
             zone)
@@ -285,4 +288,29 @@ ngx_http_throttle_strict_settle(ngx_http_request_t        *r,
     }
 
     return NGX_OK;
+}
+
+/*
+ * Sends the script that settles the check's key by delta_units (neither
+ * 0 nor INT64_MIN; check->tokens: the decision script's, for a refund),
+ * at Redis's clock (throttle::Policy::settle_call()); "done" has its
+ * answer. NULL if it could not be sent.
+ */
+ngx_http_throttle_redis_cmd_t *
+ngx_http_throttle_strict_settle_send(ngx_pool_t                *pool,
+                                     ngx_http_throttle_check_t *check,
+                                     int64_t                    delta_units,
+                                     ngx_http_throttle_redis_done_pt done,
+                                     void *data) noexcept
+{
+    ngx_http_throttle_zone_t *zone = check->lookup.zone;
+
+    if (check->redis_key.len == 0 && !ngx_http_throttle_strict_key(pool, check))
+    {
+        return NULL;
+    }
+
+    return ngx_http_throttle_strict_eval(
+        check, zone->policy.settle_call(delta_units, check->tokens), done,
+        data);
 }

@@ -332,6 +332,15 @@ RequestDecision::settle_units(size_t i, int64_t settled_units) const noexcept
     return std::nullopt;
 }
 
+std::optional<int64_t>
+RequestDecision::reserved_units(size_t i) const noexcept
+{
+    if (!settle_units(i, 0) || !checks_[i].charged || checks_[i].cost < 1) {
+        return std::nullopt;
+    }
+    return checks_[i].cost;
+}
+
 Status
 RequestDecision::verdict(size_t i) const noexcept
 {

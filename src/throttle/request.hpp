@@ -224,6 +224,10 @@ class RequestDecision {
     // empty key settles nothing.
     std::optional<int64_t> settle_units(size_t  i,
                                         int64_t settled_units) const noexcept;
+    // throttle_api: the units check i's key keeps as a reservation that a
+    // settle call may adjust (its cost, if it was charged and is at least
+    // 1, in a request that settles: as settle_units() has it), or none.
+    std::optional<int64_t> reserved_units(size_t i) const noexcept;
     // What check i's zone itself said: rejected if it refused the request,
     // whatever the others said; else the on_error status if the decision
     // fell to it or this zone's Redis failed; else delayed if its own line

@@ -14,7 +14,8 @@ use JSON::PP ();
 use Test::More ();
 use ThrottleTest ();
 
-our @EXPORT_OK = qw(json_of api_get api_post answer_is error_is one_funnel);
+our @EXPORT_OK = qw(json_of api_get api_post answer_is error_is one_funnel
+                    settled_is reservation_of);
 
 sub request { ThrottleTest::Step::request(@_) }
 sub header  { ThrottleTest::Step::header(@_) }
@@ -49,9 +50,15 @@ sub api_post {
 my @FIELDS = qw(delay_ms key limit remaining reset_after_ms retry_after_ms
                 status zone);
 
+# A charged check's "reservation": opaque to callers, but its form is
+# checked here ("1.<cost>.<at>.<token>.<token>").
+my $RESERVATION = qr/^1\.[1-9]\d*\.\d+\.-?\d+\.-?\d+$/;
+
 # Checks an answer: its HTTP status, "allowed", and each check's fields
 # (those given); a time in ms may be up to 10 s less than the one given
-# (-1 and null are exact).
+# (-1 and null are exact). A check that was charged (a call that passed,
+# a check PASSED or DELAYED) has a "reservation" too, and no other does;
+# "reserved => N" checks that it reserves N units.
 sub answer_is {
     my ($name, $res, $json, $status, $allowed, @checks) = @_;
     Test::More::is($res->{status}, $status, "$name: status $status");
@@ -68,10 +75,45 @@ sub answer_is {
                    "$name: its checks");
     for my $i (0 .. $#checks) {
         my ($got, $want) = ($json->{checks}[$i] // {}, $checks[$i]);
-        Test::More::is(join(' ', sort keys %$got), "@FIELDS",
-                       "$name: check $i: its fields");
-        check_fields("$name: check $i", $got, $want);
+        my %want = %$want;
+        my $reserved = delete $want{reserved};
+        Test::More::is(join(' ', grep { $_ ne 'reservation' } sort keys %$got),
+                       "@FIELDS", "$name: check $i: its fields");
+        my $charged = $json->{allowed}
+            && ($got->{status} // '') =~ /^(PASSED|DELAYED)/;
+        if (defined $got->{reservation}) {
+            Test::More::like($got->{reservation}, $RESERVATION,
+                             "$name: check $i: a reservation");
+            Test::More::ok($charged, "$name: check $i: charged, so reserved");
+        }
+        if (defined $reserved) {
+            Test::More::is((reservation_of($got) // [0])->[0], $reserved,
+                           "$name: check $i: $reserved units reserved");
+        }
+        check_fields("$name: check $i", $got, \%want);
     }
+}
+
+# A check's reservation as its fields: [cost, at, token, token], or undef.
+sub reservation_of {
+    my ($check) = @_;
+    my $text = $check->{reservation} // return;
+    return [ (split /\./, $text)[1 .. 4] ];
+}
+
+# Checks a settle call's answer: 200, "settled" true, and each check's
+# zone, key and "charged" units (negative: given back), in the caller's
+# order.
+sub settled_is {
+    my ($name, $res, $json, @checks) = @_;
+    Test::More::is($res->{status}, 200, "$name: status 200");
+    Test::More::is(header($res, 'Content-Type'), 'application/json',
+                   "$name: Content-Type");
+    return unless $json;
+    Test::More::is_deeply($json, {
+        settled => JSON::PP::true,
+        checks => [ map { { %$_, status => 'SETTLED' } } @checks ] },
+        "$name: settled") or Test::More::diag($res->{body});
 }
 
 sub check_fields {

@@ -20,6 +20,7 @@ TEST(Settle, NothingBeforeTheRequestIsDecided)
     req.pass({passes(0)});
     ASSERT_EQ(req.decision.stage(), RequestDecision::Stage::redis);
     EXPECT_EQ(req.decision.settle_units(0, 5), std::nullopt);
+    EXPECT_EQ(req.decision.reserved_units(0), std::nullopt);
 }
 
 TEST(Settle, AChargedZoneIsChargedTheDifference)
@@ -34,6 +35,10 @@ TEST(Settle, AChargedZoneIsChargedTheDifference)
     EXPECT_EQ(req.decision.settle_units(1, 9), std::nullopt); // no key
     EXPECT_EQ(req.decision.settle_units(2, 0), -4);           // all given back
     EXPECT_EQ(req.decision.settle_units(2, 6), 2);
+    // throttle_api: what a settle call may give back
+    EXPECT_EQ(req.decision.reserved_units(0), 1);
+    EXPECT_EQ(req.decision.reserved_units(1), std::nullopt);
+    EXPECT_EQ(req.decision.reserved_units(2), 4);
 }
 
 TEST(Settle, ADelayedRequestSettlesAsAPassedOne)
@@ -57,6 +62,8 @@ TEST(Settle, ARefusedRequestSettlesNothingInAnyZone)
 
         EXPECT_EQ(req.decision.settle_units(0, 3), std::nullopt) << dry_run;
         EXPECT_EQ(req.decision.settle_units(1, 3), std::nullopt) << dry_run;
+        EXPECT_EQ(req.decision.reserved_units(0), std::nullopt) << dry_run;
+        EXPECT_EQ(req.decision.reserved_units(1), std::nullopt) << dry_run;
     }
 }
 
@@ -82,6 +89,8 @@ TEST(Settle, StrictAdmittedByRedisIsChargedTheDifference)
     ASSERT_EQ(req.status(), Status::passed);
     EXPECT_EQ(req.decision.settle_units(0, 10), 9);
     EXPECT_EQ(req.decision.settle_units(1, 0), -1);
+    EXPECT_EQ(req.decision.reserved_units(0), 1);
+    EXPECT_EQ(req.decision.reserved_units(1), 1);
 }
 
 TEST(Settle, RedisAdmitsTheLocalZoneRefusesNothingToSettle)
@@ -110,6 +119,8 @@ TEST(Settle, OnErrorAllowTheFailedZoneIsChargedAllOfIt)
     ASSERT_EQ(req.status(), Status::error_allowed);
     EXPECT_EQ(req.decision.settle_units(0, 7), 7); // kept nothing
     EXPECT_EQ(req.decision.settle_units(1, 7), 6); // kept its cost
+    EXPECT_EQ(req.decision.reserved_units(0), std::nullopt);
+    EXPECT_EQ(req.decision.reserved_units(1), 1);
 }
 
 TEST(Settle, OnErrorAllowAZoneWithoutRoomIsChargedAllOfIt)
@@ -134,6 +145,18 @@ TEST(Settle, OnErrorDenyTurnsAwayNothingToSettle)
     ASSERT_EQ(req.status(), Status::error_denied);
     EXPECT_EQ(req.decision.settle_units(0, 7), std::nullopt);
     EXPECT_EQ(req.decision.settle_units(1, 7), std::nullopt);
+}
+
+// throttle_api: a look (cost=0) reserves nothing for a settle call
+TEST(Settle, ALookReservesNothing)
+{
+    Request req({&local_policy()});
+
+    req.checks[0].cost = 0;
+    req.pass({passes(7)});
+
+    EXPECT_EQ(req.decision.settle_units(0, 2), 2);
+    EXPECT_EQ(req.decision.reserved_units(0), std::nullopt);
 }
 
 } // namespace
