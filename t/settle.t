@@ -21,36 +21,7 @@ use ThrottleTest;
 
 package ThrottleTest::Step;
 
-# The settled.log lines, once there are $n of them: "$throttle_settled
-# $status" each.
-sub settled_lines_are {
-    my ($name, @want) = @_;
-    my $log = "$ThrottleTest::Step::CURRENT->{prefix}/logs/settled.log";
-    my $lines = sub { [split /\n/, -e $log ? Processes::read_file($log) : ''] };
-    Processes::wait_until($Processes::TIMEOUT,
-                          sub { @{ $lines->() } >= @want });
-    Test::More::is_deeply($lines->(), \@want,
-                          "$name: \$throttle_settled and status per request");
-}
-
-# Waits until the zone's settles counted so far are %want (a strict
-# zone's are counted when Redis answers), then checks them.
-sub settles_are {
-    my ($name, %want) = @_;
-    my $got = sub {
-        my $m = metrics();
-        return { map {
-            $_ => $m->{"nginx_throttle_settles_total{zone=\"tokens\",result=\"$_\"}"} // 0
-        } qw(charged refunded even invalid lost) };
-    };
-    my %all = (charged => 0, refunded => 0, even => 0, invalid => 0,
-               lost => 0, %want);
-    Processes::wait_until($Processes::TIMEOUT, sub {
-        my $g = $got->();
-        !grep { $g->{$_} != $all{$_} } keys %all;
-    });
-    Test::More::is_deeply($got->(), \%all, "$name: settles counted");
-}
+use SettleChecks qw(settled_lines_are settles_are);
 
 package main;
 
