@@ -20,6 +20,7 @@ TEST(Settle, NothingBeforeTheRequestIsDecided)
     req.pass({passes(0)});
     ASSERT_EQ(req.decision.stage(), RequestDecision::Stage::redis);
     EXPECT_EQ(req.decision.settle_units(0, 5), std::nullopt);
+    EXPECT_FALSE(req.decision.settles_nothing());
 }
 
 TEST(Settle, AChargedZoneIsChargedTheDifference)
@@ -34,6 +35,7 @@ TEST(Settle, AChargedZoneIsChargedTheDifference)
     EXPECT_EQ(req.decision.settle_units(1, 9), std::nullopt); // no key
     EXPECT_EQ(req.decision.settle_units(2, 0), -4);           // all given back
     EXPECT_EQ(req.decision.settle_units(2, 6), 2);
+    EXPECT_FALSE(req.decision.settles_nothing());
 }
 
 TEST(Settle, ADelayedRequestSettlesAsAPassedOne)
@@ -57,6 +59,8 @@ TEST(Settle, ARefusedRequestSettlesNothingInAnyZone)
 
         EXPECT_EQ(req.decision.settle_units(0, 3), std::nullopt) << dry_run;
         EXPECT_EQ(req.decision.settle_units(1, 3), std::nullopt) << dry_run;
+        // nor does the other phase's decision, which admitted it
+        EXPECT_TRUE(req.decision.settles_nothing()) << dry_run;
     }
 }
 
