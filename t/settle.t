@@ -22,36 +22,7 @@ use ThrottleTest;
 
 package ThrottleTest::Step;
 
-# The settled.log lines, once there are $n of them: "$throttle_settled
-# $status" each.
-sub settled_lines_are {
-    my ($name, @want) = @_;
-    my $log = "$ThrottleTest::Step::CURRENT->{prefix}/logs/settled.log";
-    my $lines = sub { [split /\n/, -e $log ? Processes::read_file($log) : ''] };
-    Processes::wait_until($Processes::TIMEOUT,
-                          sub { @{ $lines->() } >= @want });
-    Test::More::is_deeply($lines->(), \@want,
-                          "$name: \$throttle_settled and status per request");
-}
-
-# Waits until the zone's settles counted so far are %want (a strict
-# zone's are counted when Redis answers), then checks them.
-sub settles_are {
-    my ($name, %want) = @_;
-    my $got = sub {
-        my $m = metrics();
-        return { map {
-            $_ => $m->{"nginx_throttle_settles_total{zone=\"tokens\",result=\"$_\"}"} // 0
-        } qw(charged refunded even invalid lost) };
-    };
-    my %all = (charged => 0, refunded => 0, even => 0, invalid => 0,
-               lost => 0, %want);
-    Processes::wait_until($Processes::TIMEOUT, sub {
-        my $g = $got->();
-        !grep { $g->{$_} != $all{$_} } keys %all;
-    });
-    Test::More::is_deeply($got->(), \%all, "$name: settles counted");
-}
+use SettleChecks qw(settled_lines_are settles_are);
 
 # The units Redis's one key (a GCRA TAT, microseconds of Redis's clock)
 # holds at Redis's clock, to the nearest, at `emission_us` a unit.
@@ -65,6 +36,8 @@ sub redis_units {
 }
 
 package main;
+
+use SettleChecks qw(settle_in_flight);
 
 require_redis_module();
 
@@ -237,55 +210,10 @@ SERVER
 async_refund_after_a_sync($_) for qw(gcra fixed_window sliding_window);
 
 # A settle on its way when nginx is told to quit is delivered before the
-# worker goes: Redis is paused (CLIENT PAUSE WRITE) while a slow answer
-# ends, so the settle script waits in Redis; nginx gets QUIT meanwhile,
-# and its worker exits only once the script has run.
-sub quit_with_a_settle_in_flight {
-    my $redis = RedisServer->start;
-    my $port = $redis->port;
-    my $name = 'strict, QUIT with a settle on its way';
-    my $env = start_instance(
-        http_config => <<"HTTP",
-throttle_redis main server=127.0.0.1:$port timeout=5s;
-throttle_zone \$http_x_api_key zone=tokens:1m rate=1r/h burst=999 redis=main;
-HTTP
-        config => <<'SERVER');
-location = /big.txt {
-    throttle zone=tokens settle=$http_x_used;
-    limit_rate 256k;
-}
-SERVER
-    open my $fh, '>', "$env->{prefix}/html/big.txt" or die "big.txt: $!";
-    print $fh 'x' x (512 << 10);
-    close $fh;
-
-    my $c = ThrottleTest::connect_to($env);
-    print $c "GET /big.txt HTTP/1.1\r\nHost: localhost\r\nX-Api-Key: k\r\n"
-           . "X-Used: 5\r\nConnection: close\r\n\r\n";
-    my $got = '';
-    while ($got !~ /\r\n\r\n/ && sysread($c, my $buf, 4096)) {
-        $got .= $buf;
-    }
-    like($got, qr{^HTTP/1\.1 200 }, "$name: admitted (Redis decided)");
-    $redis->cmd('CLIENT', 'PAUSE', 3000, 'WRITE');
-    1 while sysread($c, my $buf, 65536);    # the answer ends: the settle goes
-    close $c;
-    ok(Processes::wait_until(2, sub { $redis->scripts_waiting >= 1 }),
-       "$name: the settle script waits in Redis");
-
-    my $log = stop_instance($env);    # QUIT, and wait for the workers
-    my $keys = $redis->cmd('KEYS', '*');
-    my @keys = ref $keys ? @$keys : ();
-    is(scalar @keys, 1, "$name: one key in Redis");
-    # 1 reserved + 4 settled at 1r/h: 5 hours ahead
-    my $pttl_ms = $redis->cmd('PTTL', $keys[0] // 'none');
-    cmp_ok(abs($pttl_ms - 5 * 3600 * 1000), '<', 60_000,
-           "$name: the key holds the 5 units (PTTL $pttl_ms ms)");
-    unlike($log, qr/\[(alert|crit|error)\]/, "$name: nothing went wrong");
-    $redis->stop;
-}
-
-quit_with_a_settle_in_flight();
+# worker goes: nginx gets QUIT while the settle script waits in a paused
+# Redis, and its worker exits only once the script has run.
+settle_in_flight('strict, QUIT with a settle on its way',
+                 sub { stop_instance($_[0]) });
 
 run_blocks();
 

@@ -124,6 +124,13 @@ ngx_http_throttle_settle_handler(ngx_http_request_t *r) noexcept
         return NGX_OK;
     }
 
+    /* refused in one phase: not settled in the other, which admitted it */
+    for (p = 0; p < NGX_HTTP_THROTTLE_NPHASES; p++) {
+        if (rctx->phases[p].decision.settles_nothing()) {
+            return NGX_OK;
+        }
+    }
+
     for (p = 0; p < NGX_HTTP_THROTTLE_NPHASES; p++) {
         ctx = &rctx->phases[p];
 

@@ -311,11 +311,8 @@ std::optional<int64_t>
 RequestDecision::settle_units(size_t i, int64_t settled_units) const noexcept
 {
     const ZoneCheck &c = checks_[i];
-    Status           status = outcome_.status;
 
-    if (stage_ != Stage::decided || c.policy == nullptr || turns_away(status)
-        || status == Status::rejected_dry_run)
-    {
+    if (stage_ != Stage::decided || c.policy == nullptr || settles_nothing()) {
         return std::nullopt;
     }
 
@@ -325,7 +322,7 @@ RequestDecision::settle_units(size_t i, int64_t settled_units) const noexcept
 
     /* throttle_on_error let it go on uncharged (a Redis that failed, a
      * zone without room): what it used is charged in full */
-    if (status == Status::error_allowed) {
+    if (outcome_.status == Status::error_allowed) {
         return settled_units;
     }
 
@@ -339,6 +336,14 @@ RequestDecision::reserved_units(size_t i) const noexcept
         return std::nullopt;
     }
     return checks_[i].cost;
+}
+
+bool
+RequestDecision::settles_nothing() const noexcept
+{
+    return stage_ == Stage::decided
+        && (turns_away(outcome_.status)
+            || outcome_.status == Status::rejected_dry_run);
 }
 
 Status

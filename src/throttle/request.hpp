@@ -228,6 +228,10 @@ class RequestDecision {
     // settle call may adjust (its cost, if it was charged and is at least
     // 1, in a request that settles: as settle_units() has it), or none.
     std::optional<int64_t> reserved_units(size_t i) const noexcept;
+    // Decided, and the request was turned away or refused by a zone (in a
+    // dry run too): it settles nothing, in this decision's zones nor in
+    // those of the other phase, which may have admitted it before.
+    bool settles_nothing() const noexcept;
     // What check i's zone itself said: rejected if it refused the request,
     // whatever the others said; else the on_error status if the decision
     // fell to it or this zone's Redis failed; else delayed if its own line

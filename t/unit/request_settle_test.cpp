@@ -21,6 +21,7 @@ TEST(Settle, NothingBeforeTheRequestIsDecided)
     ASSERT_EQ(req.decision.stage(), RequestDecision::Stage::redis);
     EXPECT_EQ(req.decision.settle_units(0, 5), std::nullopt);
     EXPECT_EQ(req.decision.reserved_units(0), std::nullopt);
+    EXPECT_FALSE(req.decision.settles_nothing());
 }
 
 TEST(Settle, AChargedZoneIsChargedTheDifference)
@@ -39,6 +40,7 @@ TEST(Settle, AChargedZoneIsChargedTheDifference)
     EXPECT_EQ(req.decision.reserved_units(0), 1);
     EXPECT_EQ(req.decision.reserved_units(1), std::nullopt);
     EXPECT_EQ(req.decision.reserved_units(2), 4);
+    EXPECT_FALSE(req.decision.settles_nothing());
 }
 
 TEST(Settle, ADelayedRequestSettlesAsAPassedOne)
@@ -64,6 +66,8 @@ TEST(Settle, ARefusedRequestSettlesNothingInAnyZone)
         EXPECT_EQ(req.decision.settle_units(1, 3), std::nullopt) << dry_run;
         EXPECT_EQ(req.decision.reserved_units(0), std::nullopt) << dry_run;
         EXPECT_EQ(req.decision.reserved_units(1), std::nullopt) << dry_run;
+        // nor does the other phase's decision, which admitted it
+        EXPECT_TRUE(req.decision.settles_nothing()) << dry_run;
     }
 }
 
