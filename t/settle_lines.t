@@ -14,7 +14,7 @@
 # the next request that depends on it. Then, in a plain script before the
 # blocks: a reload while a strict zone's settle waits in a paused
 # redis-server. Last, a strict block: what a GCRA zone remembers of
-# Redis's answers after a settle's refund (a known bug, TODO).
+# Redis's answers after a settle's refund.
 
 use strict;
 use warnings;
@@ -397,5 +397,4 @@ GET /v1/x?key=k&used=1 => 200
 perl: settles_are($name, zone => 's', refunded => 1)
 # Redis holds 1 unit of 5: it admits one more, with 3 left
 GET /one/x?key=k&used=1 => 200
-  todo: the zone remembers the TAT of the 5 units, and refuses it itself
   RateLimit: "s";r=3;t=120

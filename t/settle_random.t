@@ -84,14 +84,9 @@ SERVER
     return (http_config => $http, config => $server);
 }
 
-our $TODO;
-
 # One random sequence against nginx $env; $strict: its zones are strict.
-# %todo: zone => why its answers may differ from the model's (a known
-# bug): a step that does so is reported as a TODO test, and the zone's
-# key starts afresh.
 sub run_sequence {
-    my ($name, $env, $strict, %todo) = @_;
+    my ($name, $env, $strict) = @_;
     srand($SEED);
     my $log = "$env->{prefix}/logs/settled.log";
     my (%model, %keygen, %tally, @history);
@@ -121,16 +116,9 @@ sub run_sequence {
     my %want_settles = map { my $z = $_;
         $z => { map { $_ => 0 } qw(charged refunded even invalid lost) }
     } @ZONES;
-    my ($failed, %todo_failed) = (0);
+    my $failed = 0;
     my $fail = sub {
-        my ($what, $zone) = @_;
-        if ($zone && $todo{$zone}) {
-            local $TODO = $todo{$zone};
-            $todo_failed{$zone}++;
-            $fresh->($zone);
-            fail("$name: $what") if $todo_failed{$zone} == 1;
-            return 1;
-        }
+        my ($what) = @_;
         $failed++;
         fail("$name: $what");
         diag("seed $SEED (TEST_SETTLE_SEED=$SEED replays it); the last steps:\n"
@@ -218,15 +206,14 @@ sub run_sequence {
         $tally{$zone}{$sure ? 'certain' : 'either'}++;
         $tally{$zone}{$status}++;
         if (defined $d->{pass} && $d->{pass} != $passed) {
-            next if $fail->("step $step: $zone answered $status where the "
-                            . 'model ' . ($d->{pass} ? 'admits' : 'refuses'),
-                            $zone);
+            $fail->("step $step: $zone answered $status where the model "
+                    . ($d->{pass} ? 'admits' : 'refuses'));
             last;
         }
         if (!defined $r || $r < $d->{rem}[0] || $r > $d->{rem}[1]) {
-            next if $fail->("step $step: ${zone}'s remaining is "
-                            . ($r // 'missing') . ", the model's "
-                            . "$d->{rem}[0]..$d->{rem}[1]", $zone);
+            $fail->("step $step: ${zone}'s remaining is "
+                    . ($r // 'missing') . ", the model's "
+                    . "$d->{rem}[0]..$d->{rem}[1]");
             last;
         }
         next unless $passed;
@@ -239,12 +226,6 @@ sub run_sequence {
 
     my $got = $settles->();
     is_deeply($got, \%want_settles, "$name: the settles counted, by result");
-    for my $zone (sort keys %todo) {
-        local $TODO = $todo{$zone};
-        note("$name, $zone: " . ($todo_failed{$zone} // 0)
-             . ' steps not as the model says');
-        ok(!$todo_failed{$zone}, "$name, $zone: every step as the model says");
-    }
     for my $zone (@ZONES) {
         my $t = $tally{$zone};
         my $decided = ($t->{certain} // 0) + ($t->{either} // 0);
@@ -273,14 +254,7 @@ note("seed $SEED");
 {
     my $redis = RedisServer->start;
     my $env = start_instance(config($redis));
-    # A settle's refund lowers the key's TAT in Redis, but not the lower
-    # bound of it that the zone remembers from Redis's last answer (a
-    # settle's charge raises it, and not the bound either): the zone then
-    # refuses by itself requests that Redis would admit, or answers a
-    # refusal with more remaining than Redis would (t/settle_lines.t has
-    # the first, step by step).
-    run_sequence('strict', $env, 1, gcra => 'strict GCRA: a settle leaves '
-                 . "the zone's memory of the TAT as it was");
+    run_sequence('strict', $env, 1);
     my $log = stop_instance($env);
     unlike($log, qr/\[(alert|crit|error)\]|settle value/,
            'strict: nothing went wrong');

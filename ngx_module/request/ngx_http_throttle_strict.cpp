@@ -186,6 +186,8 @@ ngx_http_throttle_strict_follow_up(ngx_http_throttle_ctx_t *ctx) noexcept
             break;
 
         case throttle::FollowUp::refund:
+            ngx_http_throttle_forget_answers(
+                &check->lookup, check->lookup.zone->redis->timeout);
             (void) ngx_http_throttle_strict_eval(
                 check,
                 check->lookup.zone->policy.refund_call(check->lookup.part->cost,
@@ -294,7 +296,8 @@ ngx_http_throttle_strict_settle(ngx_http_request_t        *r,
  * Sends the script that settles the check's key by delta_units (neither
  * 0 nor INT64_MIN; check->tokens: the decision script's, for a refund),
  * at Redis's clock (throttle::Policy::settle_call()); "done" has its
- * answer. NULL if it could not be sent.
+ * answer. NULL if it could not be sent. Until Redis has run it, the zone
+ * keeps none of Redis's answers about the key: they may tell of it before.
  */
 ngx_http_throttle_redis_cmd_t *
 ngx_http_throttle_strict_settle_send(ngx_pool_t                *pool,
@@ -309,6 +312,8 @@ ngx_http_throttle_strict_settle_send(ngx_pool_t                *pool,
     {
         return NULL;
     }
+
+    ngx_http_throttle_forget_answers(&check->lookup, zone->redis->timeout);
 
     return ngx_http_throttle_strict_eval(
         check, zone->policy.settle_call(delta_units, check->tokens), done,

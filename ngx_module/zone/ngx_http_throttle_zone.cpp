@@ -284,6 +284,31 @@ ngx_http_throttle_remember(ngx_http_throttle_lookup_t *check, int64_t sent_at,
     check->part->decision.result = answer;
 }
 
+/*
+ * A strict zone is about to send a script that moves the check's key other
+ * than a decision does (a refund, a settle): it forgets what it remembers
+ * of the key, and the answers to scripts sent before Redis will have run
+ * it, within `timeout_ms` (throttle::Policy::forget_answers()).
+ */
+void
+ngx_http_throttle_forget_answers(ngx_http_throttle_lookup_t *check,
+                                 ngx_msec_t timeout_ms) noexcept
+{
+    ngx_http_throttle_zone_t *zone = check->zone;
+
+    ngx_shmtx_lock(&zone->shpool->mutex);
+
+    check->now = zone->policy.now_us();
+    ngx_http_throttle_find(check);
+
+    if (check->node) {
+        zone->policy.forget_answers(check->node->stored, check->now,
+                                    check->now + (int64_t) timeout_ms * 1000);
+    }
+
+    ngx_shmtx_unlock(&zone->shpool->mutex);
+}
+
 /* A node for the check's key, not yet inserted (check->fresh), evicting
  * the least recently used keys if the zone is full. */
 static ngx_int_t

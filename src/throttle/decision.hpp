@@ -40,8 +40,9 @@ struct PendingUnits {
 // zone's clock.
 struct StoredKey {
     int64_t      expire_at_us = 0; // stale from then on
-    PendingUnits pending;          // async: not yet synced
-    KeyState     state;
+    PendingUnits pending;          // async: not yet synced; strict: see
+                                   // Policy::forget_answers()
+    KeyState state;
 };
 
 // Two counts in one word, `high << 32 | low`: each must be in (-2^31,

@@ -214,12 +214,25 @@ Policy::remember_answer(const StoredKey *key, const ThrottleResult &answer,
                         int64_t cost, int64_t sent_at_us,
                         int64_t now) const noexcept
 {
+    if (key != nullptr && sent_at_us < key->pending.since) {
+        return Decision{}; // it may tell of the key before a refund or settle
+    }
+
     const bool live = key != nullptr && key->expire_at_us > now;
     Decision   d = algorithm->remember(*this, live ? &key->state : nullptr,
                                        answer, cost, sent_at_us);
     // a stale memory is worth writing only over one the zone holds
     d.store = d.store && (d.expire_at_us > now || live);
     return d;
+}
+
+void
+Policy::forget_answers(StoredKey &key, int64_t now,
+                       int64_t answered_by_us) const noexcept
+{
+    key.state = KeyState{};
+    key.expire_at_us = now;
+    key.pending.since = std::max(key.pending.since, answered_by_us);
 }
 
 SyncLayout

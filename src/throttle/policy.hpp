@@ -148,6 +148,16 @@ struct Policy {
     Decision remember_answer(const StoredKey *key, const ThrottleResult &answer,
                              int64_t cost, int64_t sent_at_us,
                              int64_t now_us) const noexcept;
+    // A script that moves the key other than a decision does (a refund,
+    // a settle's charge or refund) is sent at now_us, and Redis will have
+    // run it by answered_by_us (or it timed out): what the zone remembers
+    // of the key, and the answers to scripts sent before then, may tell of
+    // the key before the move. remember_answer() keeps none of them (a
+    // strict key's pending.since is that time), so that the zone never
+    // rejects what Redis would admit, nor with figures Redis would not
+    // give.
+    void forget_answers(StoredKey &key, int64_t now_us,
+                        int64_t answered_by_us) const noexcept;
 
     // --- async zones
 

@@ -248,6 +248,36 @@ TEST(StrictMode, RemembersRedisRejectionsUntilAnAdmission)
     }
 }
 
+// A refund or a settle moves the key in Redis other than a decision does:
+// the zone forgets what it remembered, and keeps none of the answers to
+// scripts sent before Redis will have run it (they may tell of the key
+// before), so that it never rejects what Redis would admit.
+TEST(StrictMode, ARefundOrSettleForgetsTheAnswersBeforeIt)
+{
+    const int64_t t0 = 5'000 * kSecond;
+    const Policy  p = make_test_policy("gcra", 1, kSecond, 1, Mode::strict);
+    StoredKey     key;
+
+    ThrottleResult redis;
+    redis.limited = true;
+    redis.limit = 2;
+    redis.reset_after_us = 2 * kSecond;
+    redis.retry_after_us = kSecond;
+    p.commit(p.remember_answer(nullptr, redis, 1, t0, t0), t0, 1, key, nullptr);
+    ASSERT_TRUE(p.decide(&key, nullptr, t0 + 100'000, 1).result.limited);
+
+    // a settle gives units back: sent at +100 ms, run by +150 ms
+    p.forget_answers(key, t0 + 100'000, t0 + 150'000);
+    EXPECT_FALSE(p.decide(&key, nullptr, t0 + 100'000, 1).result.limited);
+
+    // an answer to a decision sent before then tells of the key before
+    EXPECT_FALSE(
+        p.remember_answer(&key, redis, 1, t0 + 120'000, t0 + 160'000).store);
+    // one sent after is Redis's newest word again
+    EXPECT_TRUE(
+        p.remember_answer(&key, redis, 1, t0 + 150'000, t0 + 160'000).store);
+}
+
 TEST(StrictMode, GcraRemembersALowerBoundOfTheTat)
 {
     const int64_t t0 = 5'000 * kSecond;
