@@ -157,44 +157,6 @@ ngx_http_throttle_api_directive(ngx_conf_t *cf, ngx_command_t *cmd,
     return NGX_CONF_OK;
 }
 
-/* Sends "json" with "status". */
-ngx_int_t
-ngx_http_throttle_api_send(ngx_http_request_t *r, ngx_uint_t status,
-                           ngx_str_t *json) noexcept
-{
-    ngx_buf_t *b;
-
-    b = (ngx_buf_t *) ngx_calloc_buf(r->pool);
-    if (b == NULL) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-
-    b->pos = json->data;
-    b->last = json->data + json->len;
-    b->memory = 1;
-    b->last_buf = 1;
-    b->last_in_chain = 1;
-
-    ngx_str_set(&r->headers_out.content_type, "application/json");
-    r->headers_out.content_type_len = r->headers_out.content_type.len;
-
-    return ngx_http_throttle_send(r, status, b);
-}
-
-/* {"error":"..."} with "status". */
-ngx_int_t
-ngx_http_throttle_api_send_error(ngx_http_request_t *r, ngx_uint_t status,
-                                 const ngx_str_t *error) noexcept
-{
-    ngx_str_t json;
-
-    if (ngx_http_throttle_api_error(r->pool, error, &json) != NGX_OK) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-
-    return ngx_http_throttle_api_send(r, status, &json);
-}
-
 /* The decision's answer: 200 when the checks are let through, else what a
  * request the location's lines refused would get (throttle_status). */
 static ngx_int_t

@@ -104,8 +104,8 @@ ngx_int_t ngx_http_throttle_api_answer(ngx_http_throttle_api_call_t  *call,
 ngx_int_t ngx_http_throttle_api_error(ngx_pool_t *pool, const ngx_str_t *error,
                                       ngx_str_t *json) noexcept;
 
-/* ngx_http_throttle_api.cpp: answers, which the handler, or the request's
- * finalization, is given */
+/* ngx_http_throttle_api_answer.cpp: answers, which the handler, or the
+ * request's finalization, is given */
 ngx_int_t ngx_http_throttle_api_send(ngx_http_request_t *r, ngx_uint_t status,
                                      ngx_str_t *json) noexcept;
 ngx_int_t ngx_http_throttle_api_send_error(ngx_http_request_t *r,

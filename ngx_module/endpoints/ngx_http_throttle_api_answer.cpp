@@ -8,6 +8,8 @@
  *      "retry_after_ms":-1,"delay_ms":0,"reservation":"1.1.5000.0.0"}]}
  *     {"settled":true,"checks":[{"zone":"reply","key":"alice",
  *      "status":"SETTLED","charged":-1}]}
+ *
+ * and how every answer of the endpoint is sent, errors included.
  */
 
 #include "ngx_http_throttle_api_json.h"
@@ -190,4 +192,42 @@ ngx_http_throttle_api_answer(ngx_http_throttle_api_call_t  *call,
     w.EndObject();
 
     return ngx_http_throttle_api_copy_out(call->request->pool, sb, json);
+}
+
+/* Sends "json" with "status". */
+ngx_int_t
+ngx_http_throttle_api_send(ngx_http_request_t *r, ngx_uint_t status,
+                           ngx_str_t *json) noexcept
+{
+    ngx_buf_t *b;
+
+    b = (ngx_buf_t *) ngx_calloc_buf(r->pool);
+    if (b == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    b->pos = json->data;
+    b->last = json->data + json->len;
+    b->memory = 1;
+    b->last_buf = 1;
+    b->last_in_chain = 1;
+
+    ngx_str_set(&r->headers_out.content_type, "application/json");
+    r->headers_out.content_type_len = r->headers_out.content_type.len;
+
+    return ngx_http_throttle_send(r, status, b);
+}
+
+/* {"error":"..."} with "status". */
+ngx_int_t
+ngx_http_throttle_api_send_error(ngx_http_request_t *r, ngx_uint_t status,
+                                 const ngx_str_t *error) noexcept
+{
+    ngx_str_t json;
+
+    if (ngx_http_throttle_api_error(r->pool, error, &json) != NGX_OK) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    return ngx_http_throttle_api_send(r, status, &json);
 }

@@ -420,11 +420,10 @@ ngx_http_throttle_redis_setup_done(ngx_http_throttle_redis_conn_t *conn,
     if (cmd->kind == NGX_HTTP_THROTTLE_REDIS_ROLE
         && reply->type != REDIS_REPLY_ERROR && !throttle::role_is_master(reply))
     {
-        ngx_http_throttle_redis_conn_error(
-            conn, NGX_HTTP_THROTTLE_REDIS_ERR_FAILOVER);
-        ngx_http_throttle_redis_fail(conn,
-                                     "not a master (a failover?): "
-                                     "asking the sentinels again");
+        ngx_http_throttle_redis_fail_as(conn,
+                                        NGX_HTTP_THROTTLE_REDIS_ERR_FAILOVER,
+                                        "not a master (a failover?): "
+                                        "asking the sentinels again");
         return false;
     }
 
@@ -434,9 +433,8 @@ ngx_http_throttle_redis_setup_done(ngx_http_throttle_redis_conn_t *conn,
         ngx_snprintf((u_char *) err, sizeof(err) - 1, "%s failed: %*s%Z",
                      names[cmd->kind], (size_t) ngx_min(reply->len, 200),
                      reply->str);
-        ngx_http_throttle_redis_conn_error(conn,
-                                           NGX_HTTP_THROTTLE_REDIS_ERR_AUTH);
-        ngx_http_throttle_redis_fail(conn, err);
+        ngx_http_throttle_redis_fail_as(conn, NGX_HTTP_THROTTLE_REDIS_ERR_AUTH,
+                                        err);
         return false;
     }
 
@@ -490,9 +488,8 @@ ngx_http_throttle_redis_dispatch(ngx_http_throttle_redis_conn_t *conn,
             return conn->state != NGX_HTTP_THROTTLE_REDIS_CLOSED;
         }
 
-        ngx_http_throttle_redis_conn_error(conn,
-                                           NGX_HTTP_THROTTLE_REDIS_ERR_REPLY);
-        ngx_http_throttle_redis_fail(conn, "reply to no command");
+        ngx_http_throttle_redis_fail_as(conn, NGX_HTTP_THROTTLE_REDIS_ERR_REPLY,
+                                        "reply to no command");
         return false;
     }
 

@@ -30,38 +30,25 @@ ngx_http_throttle_redis_read_replies(ngx_http_throttle_redis_conn_t *conn,
 static void
 ngx_http_throttle_redis_close(ngx_http_throttle_redis_conn_t *conn) noexcept;
 
-/* The oldest command's deadline has passed: the connection fails. The
- * timer may fire earlier, for a command answered since: ngx_add_timer()
- * keeps a timer that is set within NGX_TIMER_LAZY_DELAY (300 ms) of the
- * time asked, so re-arming it for each new oldest command moves nothing
- * while commands keep coming. Then it is set again, for the oldest
- * command that waits now. */
+/* The oldest command's deadline has passed: the connection fails. (The
+ * timer may fire early: ngx_add_timer() leaves a timer within 300 ms,
+ * NGX_TIMER_LAZY_DELAY, of the time asked where it was.) */
 static void
 ngx_http_throttle_redis_timed_out(ngx_event_t *ev) noexcept
 {
     ngx_http_throttle_redis_conn_t *conn;
-    ngx_http_throttle_redis_cmd_t  *oldest;
     char                            err[160];
 
     conn = (ngx_http_throttle_redis_conn_t *) ev->data;
 
-    if (ngx_queue_empty(&conn->awaiting)) {
-        return;
-    }
-
-    oldest = ngx_queue_data(ngx_queue_head(&conn->awaiting),
-                            ngx_http_throttle_redis_cmd_t, queue);
-
-    if ((ngx_msec_int_t) (oldest->deadline - ngx_current_msec) > 0) {
-        ngx_http_throttle_redis_arm_timer(conn);
+    if (!ngx_http_throttle_redis_arm_timer(conn)) {
         return;
     }
 
     ngx_snprintf((u_char *) err, sizeof(err) - 1, "no reply within %M ms%Z",
                  conn->node->worker->backend->timeout);
-    ngx_http_throttle_redis_conn_error(conn,
-                                       NGX_HTTP_THROTTLE_REDIS_ERR_TIMEOUT);
-    ngx_http_throttle_redis_fail(conn, err);
+    ngx_http_throttle_redis_fail_as(conn, NGX_HTTP_THROTTLE_REDIS_ERR_TIMEOUT,
+                                    err);
 }
 
 /* A new connection, with its setup commands (AUTH, SELECT, ROLE) queued
@@ -123,9 +110,8 @@ ngx_http_throttle_redis_connect(ngx_http_throttle_redis_conn_t *conn) noexcept
             ngx_close_connection(conn->peer.connection);
             conn->peer.connection = NULL;
         }
-        ngx_http_throttle_redis_conn_error(conn,
-                                           NGX_HTTP_THROTTLE_REDIS_ERR_CONNECT);
-        ngx_http_throttle_redis_fail(conn, "connect failed");
+        ngx_http_throttle_redis_fail_as(
+            conn, NGX_HTTP_THROTTLE_REDIS_ERR_CONNECT, "connect failed");
         return;
     }
 
@@ -161,9 +147,8 @@ ngx_http_throttle_redis_connect_handler(ngx_event_t *ev) noexcept
     conn = (ngx_http_throttle_redis_conn_t *) c->data;
 
     if (ev->timedout) {
-        ngx_http_throttle_redis_conn_error(conn,
-                                           NGX_HTTP_THROTTLE_REDIS_ERR_TIMEOUT);
-        ngx_http_throttle_redis_fail(conn, "timed out connecting");
+        ngx_http_throttle_redis_fail_as(
+            conn, NGX_HTTP_THROTTLE_REDIS_ERR_TIMEOUT, "timed out connecting");
         return;
     }
 
@@ -172,9 +157,8 @@ ngx_http_throttle_redis_connect_handler(ngx_event_t *ev) noexcept
     }
 
     if (err) {
-        ngx_http_throttle_redis_conn_error(conn,
-                                           NGX_HTTP_THROTTLE_REDIS_ERR_CONNECT);
-        ngx_http_throttle_redis_fail(conn, strerror(err));
+        ngx_http_throttle_redis_fail_as(
+            conn, NGX_HTTP_THROTTLE_REDIS_ERR_CONNECT, strerror(err));
         return;
     }
 
@@ -197,9 +181,8 @@ ngx_http_throttle_redis_handshaked(ngx_connection_t *c) noexcept
     if (failed) {
         /* through fail(), whose log line is limited to one a second: a bad
          * certificate fails every reconnect */
-        ngx_http_throttle_redis_conn_error(conn,
-                                           NGX_HTTP_THROTTLE_REDIS_ERR_TLS);
-        ngx_http_throttle_redis_fail(conn, failed);
+        ngx_http_throttle_redis_fail_as(conn, NGX_HTTP_THROTTLE_REDIS_ERR_TLS,
+                                        failed);
         return;
     }
 
@@ -230,9 +213,8 @@ ngx_http_throttle_redis_connected(ngx_http_throttle_redis_conn_t *conn) noexcept
             return;
 
         default:
-            ngx_http_throttle_redis_conn_error(conn,
-                                               NGX_HTTP_THROTTLE_REDIS_ERR_TLS);
-            ngx_http_throttle_redis_fail(conn, "TLS setup failed");
+            ngx_http_throttle_redis_fail_as(
+                conn, NGX_HTTP_THROTTLE_REDIS_ERR_TLS, "TLS setup failed");
             return;
         }
     }
@@ -264,8 +246,9 @@ ngx_http_throttle_redis_ready(ngx_http_throttle_redis_conn_t *conn) noexcept
     }
 }
 
-/* The timer: the oldest command's deadline, none when none waits. */
-void
+/* The timer: the oldest command's deadline, none when none waits. True
+ * if that deadline has passed (the timer then fires at once). */
+bool
 ngx_http_throttle_redis_arm_timer(ngx_http_throttle_redis_conn_t *conn) noexcept
 {
     ngx_event_t                   *rev = &conn->timer;
@@ -276,7 +259,7 @@ ngx_http_throttle_redis_arm_timer(ngx_http_throttle_redis_conn_t *conn) noexcept
         if (rev->timer_set) {
             ngx_del_timer(rev);
         }
-        return;
+        return false;
     }
 
     head = ngx_queue_data(ngx_queue_head(&conn->awaiting),
@@ -284,6 +267,7 @@ ngx_http_throttle_redis_arm_timer(ngx_http_throttle_redis_conn_t *conn) noexcept
     left = (ngx_msec_int_t) (head->deadline - ngx_current_msec);
 
     ngx_add_timer(rev, left > 0 ? (ngx_msec_t) left : 1);
+    return left <= 0;
 }
 
 void
@@ -320,9 +304,8 @@ ngx_http_throttle_redis_write_handler(ngx_event_t *ev) noexcept
         }
 
         if (n == NGX_ERROR) {
-            ngx_http_throttle_redis_conn_error(
-                conn, NGX_HTTP_THROTTLE_REDIS_ERR_CONNECT);
-            ngx_http_throttle_redis_fail(conn, "send failed");
+            ngx_http_throttle_redis_fail_as(
+                conn, NGX_HTTP_THROTTLE_REDIS_ERR_CONNECT, "send failed");
             return;
         }
 
@@ -360,12 +343,11 @@ ngx_http_throttle_redis_read_handler(ngx_event_t *ev) noexcept
         }
 
         if (n == 0 || n == NGX_ERROR) {
-            ngx_http_throttle_redis_conn_error(
-                conn, NGX_HTTP_THROTTLE_REDIS_ERR_CONNECT);
-            ngx_http_throttle_redis_fail(conn,
-                                         n == 0 ? "connection closed "
-                                                  "by Redis"
-                                                : "recv failed");
+            ngx_http_throttle_redis_fail_as(conn,
+                                            NGX_HTTP_THROTTLE_REDIS_ERR_CONNECT,
+                                            n == 0 ? "connection closed "
+                                                     "by Redis"
+                                                   : "recv failed");
             return;
         }
 
@@ -403,9 +385,8 @@ ngx_http_throttle_redis_read_replies(ngx_http_throttle_redis_conn_t *conn,
             ngx_snprintf((u_char *) err, sizeof(err) - 1,
                          "protocol error: %s%Z",
                          throttle::reply_reader_error(conn->reader));
-            ngx_http_throttle_redis_conn_error(
-                conn, NGX_HTTP_THROTTLE_REDIS_ERR_REPLY);
-            ngx_http_throttle_redis_fail(conn, err);
+            ngx_http_throttle_redis_fail_as(
+                conn, NGX_HTTP_THROTTLE_REDIS_ERR_REPLY, err);
             return false;
         }
 
@@ -509,6 +490,16 @@ void
 ngx_http_throttle_redis_fail(ngx_http_throttle_redis_conn_t *conn,
                              const char                     *err) noexcept
 {
+    ngx_http_throttle_redis_end(conn, err, true);
+}
+
+/* A failure, counted as "kind" for throttle_metrics. */
+void
+ngx_http_throttle_redis_fail_as(ngx_http_throttle_redis_conn_t *conn,
+                                ngx_http_throttle_redis_error_e kind,
+                                const char                     *err) noexcept
+{
+    ngx_http_throttle_redis_conn_error(conn, kind);
     ngx_http_throttle_redis_end(conn, err, true);
 }
 

@@ -13,7 +13,7 @@ ngx_http_throttle_redis_open(ngx_http_throttle_redis_conn_t *conn) noexcept;
 void
 ngx_http_throttle_redis_connect(ngx_http_throttle_redis_conn_t *conn) noexcept;
 
-void ngx_http_throttle_redis_arm_timer(
+bool ngx_http_throttle_redis_arm_timer(
     ngx_http_throttle_redis_conn_t *conn) noexcept;
 
 void
@@ -21,6 +21,9 @@ ngx_http_throttle_redis_flush(ngx_http_throttle_redis_conn_t *conn) noexcept;
 
 void ngx_http_throttle_redis_fail(ngx_http_throttle_redis_conn_t *conn,
                                   const char                     *err) noexcept;
+void ngx_http_throttle_redis_fail_as(ngx_http_throttle_redis_conn_t *conn,
+                                     ngx_http_throttle_redis_error_e kind,
+                                     const char *err) noexcept;
 
 void ngx_http_throttle_redis_drop(ngx_http_throttle_redis_conn_t *conn,
                                   const char                     *err) noexcept;

@@ -372,9 +372,8 @@ ngx_http_throttle_redis_sentinel_steer(ngx_http_throttle_redis_conn_t *conn,
      * next connection, and the script, which did not run, fails */
     ngx_snprintf((u_char *) err, sizeof(err) - 1, "%*s%Z",
                  ngx_min(text.size(), (size_t) 200), text.data());
-    ngx_http_throttle_redis_conn_error(conn,
-                                       NGX_HTTP_THROTTLE_REDIS_ERR_FAILOVER);
-    ngx_http_throttle_redis_fail(conn, err);
+    ngx_http_throttle_redis_fail_as(conn, NGX_HTTP_THROTTLE_REDIS_ERR_FAILOVER,
+                                    err);
     ngx_http_throttle_redis_finish(cmd, NULL, err, false);
     return true;
 }
