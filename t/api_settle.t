@@ -5,7 +5,8 @@
 # "throttle" line's settle= does; without a reservation, it is charged all
 # of it. Local zones (GCRA and the window algorithms, whose refunds need
 # the reservation's time), strict ones on a real redis-server (the call
-# waits for Redis's answer; a stopped Redis loses the settle: 503), GET
+# waits for Redis's answer; a stopped Redis loses the settle: 503), an
+# async one (settled at once, in Redis after the next sync), GET
 # and POST, every bad input (400, nothing settled), and
 # nginx_throttle_settles_total. docs/api.md, "Settling", has the rules.
 #
@@ -16,6 +17,7 @@ use strict;
 use warnings;
 
 use Clock ();
+use SettleChecks ();
 use Test::More;
 use ThrottleApi qw(json_of api_get api_post answer_is error_is settled_is
                    reservation_of);
@@ -474,3 +476,30 @@ perl {
 }
 --- error_log
 ~ \[error\] .*throttle redis "main" \(127\.0\.0\.1:\d+\): no reply within 1000 ms
+
+
+
+=== TEST 9: async: a settle applies here at once, and reaches Redis with the next sync
+--- redis
+redis
+--- http_config
+@redis_main
+throttle_zone $http_x_api_key zone=tokens:1m rate=1r/m burst=9 redis=main sync=async;
+throttle_zone $http_x_user zone=logins:1m rate=1r/m burst=4;
+--- config
+@endpoint
+--- requests
+perl {
+    my $r = main::reserve($name, 'tokens', 'carol', 5, 5);
+    # 2 used: 3 given back, at once on this nginx
+    main::settle_get($name, 'tokens', 'carol', 2, $r, -3);
+    main::left_is("$name: after a refund", 'tokens', 'carol', 8);
+    # and 4 more without a reservation: 6 in all
+    main::settle_get($name, 'tokens', 'carol', 4, undef, 4);
+    main::left_is("$name: after a charge", 'tokens', 'carol', 4);
+    main::settles_are($name, 'tokens', refunded => 1, charged => 1);
+    # Redis holds the 6 units (a GCRA TAT 6 minutes ahead of its clock)
+    ok(SettleChecks::redis_units_are($ThrottleTest::Step::CURRENT->{redis}[0],
+                                     60e6, 6),
+       "$name: Redis holds the 6 units");
+}

@@ -24,17 +24,6 @@ package ThrottleTest::Step;
 
 use SettleChecks qw(settled_lines_are settles_are);
 
-# The units Redis's one key (a GCRA TAT, microseconds of Redis's clock)
-# holds at Redis's clock, to the nearest, at `emission_us` a unit.
-sub redis_units {
-    my ($redis, $emission_us) = @_;
-    my ($key) = $redis->keys_matching('*');
-    my $tat_us = $redis->cmd('GET', $key // 'none') // 0;
-    my $time = $redis->cmd('TIME');
-    my $ahead_us = $tat_us - ($time->[0] * 1e6 + $time->[1]);
-    return $ahead_us > 0 ? sprintf('%.0f', $ahead_us / $emission_us) : 0;
-}
-
 package main;
 
 use SettleChecks qw(settle_in_flight);
@@ -134,7 +123,7 @@ SERVER
                . "($least_s to $want_s s)");
         }
         my ($key) = $redis->keys_matching('*');
-        my $held = $gcra ? ThrottleTest::Step::redis_units($redis, 86_400e6)
+        my $held = $gcra ? SettleChecks::redis_units($redis, 86_400e6)
                  : $redis->cmd('HGET', $key, $algorithm eq 'fixed_window' ? 'n' : 'c');
         is($held, $sum, "$name: Redis holds the $sum units settled");
     });
@@ -184,7 +173,7 @@ SERVER
     my $held = sub {
         my ($key) = $redis->keys_matching('*');
         return 0 unless defined $key;
-        return $gcra ? ThrottleTest::Step::redis_units($redis, 86_400e6)
+        return $gcra ? SettleChecks::redis_units($redis, 86_400e6)
              : $redis->cmd('HGET', $key, $algorithm eq 'fixed_window' ? 'n' : 'c') // 0;
     };
 
@@ -511,7 +500,7 @@ GET /v1/chat?used=2 => 200
   RateLimit: "tokens";r=2;t={480-}
 perl: settles_are($name, charged => 2)
 # the 9 units settled are in Redis: 9 minutes ahead of its clock
-perl: my $server = $ThrottleTest::Step::CURRENT->{redis}[0]; Processes::wait_until(2, sub { redis_units($server, 60e6) == 9 }); is(redis_units($server, 60e6), 9, "$name: Redis holds the 9 units settled")
+perl: ok(SettleChecks::redis_units_are($ThrottleTest::Step::CURRENT->{redis}[0], 60e6, 9), "$name: Redis holds the 9 units settled")
 --- no_error_log
 throttle redis
 

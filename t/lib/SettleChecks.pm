@@ -15,6 +15,13 @@ package SettleChecks;
 #         named; a strict zone's are counted when Redis answers), then
 #         checks them
 #
+#     redis_units($redis, $emission_us)
+#         the units Redis's one key (a GCRA TAT, microseconds of Redis's
+#         clock) holds at Redis's clock, to the nearest, at $emission_us a
+#         unit
+#     redis_units_are($redis, $emission_us, $want)
+#         whether they become $want within 2 s (an async zone's sync)
+#
 # And for plain scripts:
 #
 #     settle_in_flight($name, sub { my ($env) = @_; ... })
@@ -41,7 +48,23 @@ use ThrottleTest qw(start_instance stop_instance);
 use ThrottleTest::Step ();
 use Time::HiRes ();
 
-our @EXPORT_OK = qw(settled_lines_are settles_are settle_in_flight);
+our @EXPORT_OK = qw(settled_lines_are settles_are settle_in_flight redis_units
+                    redis_units_are);
+
+sub redis_units {
+    my ($redis, $emission_us) = @_;
+    my ($key) = $redis->keys_matching('*');
+    my $tat_us = $redis->cmd('GET', $key // 'none') // 0;
+    my $time = $redis->cmd('TIME');
+    my $ahead_us = $tat_us - ($time->[0] * 1e6 + $time->[1]);
+    return $ahead_us > 0 ? sprintf('%.0f', $ahead_us / $emission_us) : 0;
+}
+
+sub redis_units_are {
+    my ($redis, $emission_us, $want) = @_;
+    return Processes::wait_until(
+        2, sub { redis_units($redis, $emission_us) == $want });
+}
 
 sub settled_lines_are {
     my ($name, @want) = @_;
