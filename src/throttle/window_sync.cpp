@@ -65,12 +65,16 @@ synced_window_state(PreviousWindow previous, int64_t window_us,
     // Redis will not go either)
     if (unsent.units != 0) {
         if (unsent.since == start) {
-            cur = std::max<int64_t>(cur + low_count(unsent.units), 0);
-            prev = std::max<int64_t>(prev + high_count(unsent.units), 0);
+            cur += low_count(unsent.units);
+            prev += high_count(unsent.units);
         } else if (unsent.since == start - window_us) {
-            prev = std::max<int64_t>(prev + low_count(unsent.units), 0);
+            prev += low_count(unsent.units);
         }
     }
+    // a count no script of ours gives (another writer) is held to what a
+    // window counts, so that it packs
+    cur = std::clamp<int64_t>(cur, 0, kMaxWindowCount);
+    prev = std::clamp<int64_t>(prev, 0, kMaxWindowCount);
 
     state.words[0] = start;
     if (weighs) {

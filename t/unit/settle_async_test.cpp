@@ -7,6 +7,7 @@
 #include "throttle/gcra.hpp"
 #include "throttle/policy.hpp"
 #include "throttle/window_sync.hpp"
+#include "throttle/windows.hpp"
 #include "window_test_support.hpp"
 
 #include <gtest/gtest.h>
@@ -159,6 +160,14 @@ TEST(SettleAsyncWindows, TheViewAfterASyncKeepsARefundNotBelowZero)
         PreviousWindow::ignored, w, kEpoch + 100 * kMs, 100 * kMs, counts,
         {pack_counts(0, -3), kEpoch}, kEpoch + 200 * kMs, state, expire_at_us));
     EXPECT_EQ(state.words[1], 0);
+
+    // a count no script of ours gives is held to what a window counts
+    const int64_t huge[1] = {int64_t{10} << 32};
+    ASSERT_TRUE(synced_window_state(
+        PreviousWindow::ignored, w, kEpoch + 100 * kMs, 100 * kMs, huge,
+        {pack_counts(0, -3), kEpoch}, kEpoch + 200 * kMs, state,
+        expire_at_us));
+    EXPECT_EQ(low_count(state.words[1]), kMaxWindowCount);
 
     const int64_t both[2] = {4, 1};
     ASSERT_TRUE(synced_window_state(
