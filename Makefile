@@ -42,6 +42,7 @@ CORE_BUILD  := $(BUILD)/core
 NGINX_BUILD := $(BUILD)/nginx
 MODULE      := $(BUILD)/ngx_http_throttle_module.so
 JOBS        ?= $(shell nproc)
+TEST_JOBS   ?= 2
 
 # What each target needs from Debian.
 BUILD_DEPS  := build-essential cmake nginx nginx-dev libssl-dev libpcre2-dev \
@@ -140,9 +141,11 @@ unit: $(CORE_BUILD)/CMakeCache.txt
 	cmake --build $(CORE_BUILD) -j $(JOBS)
 	cd $(CORE_BUILD) && ctest --output-on-failure
 
+# Two test files at a time: many of them mostly wait (for a window, a
+# sync, a lease), and each picks its own ports.
 integration: build
 	TEST_NGINX_BINARY=$(NGINX_BIN) TEST_THROTTLE_MODULE=$(MODULE) \
-	    prove -I t/lib t/*.t
+	    prove -j $(TEST_JOBS) -I t/lib t/*.t
 
 test: deps
 	@$(MAKE) --no-print-directory build

@@ -35,7 +35,7 @@ use ThrottleTest;
 use Time::HiRes qw(sleep clock_gettime CLOCK_MONOTONIC);
 
 my $SEED = $ENV{TEST_SETTLE_SEED} // (time ^ $$) % 100_000;
-my $STEPS = $ENV{TEST_SETTLE_STEPS} // 150;    # each of local and strict
+my $STEPS = $ENV{TEST_SETTLE_STEPS} // 80;    # each of local and strict
 my $HORIZON_US = 40_000;    # a request's decision, looked at before it
 
 # zone => [algorithm, rate (r/s), burst]
