@@ -428,7 +428,10 @@ ngx_http_throttle_commit(ngx_http_throttle_lookup_t *check) noexcept
     }
 
     tn = ngx_http_throttle_take_node(check);
-    unsent = zone->policy.pending_total(tn->stored.pending);
+
+    unsent = ngx_http_throttle_async(zone)
+        ? zone->policy.pending_total(tn->stored.pending)
+        : 0;
 
     zone->policy.commit(check->part->decision, check->now, check->part->cost,
                         tn->stored, ngx_http_throttle_node_log(tn));

@@ -165,8 +165,7 @@ TEST(SettleAsyncWindows, TheViewAfterASyncKeepsARefundNotBelowZero)
     const int64_t huge[1] = {int64_t{10} << 32};
     ASSERT_TRUE(synced_window_state(
         PreviousWindow::ignored, w, kEpoch + 100 * kMs, 100 * kMs, huge,
-        {pack_counts(0, -3), kEpoch}, kEpoch + 200 * kMs, state,
-        expire_at_us));
+        {pack_counts(0, -3), kEpoch}, kEpoch + 200 * kMs, state, expire_at_us));
     EXPECT_EQ(low_count(state.words[1]), kMaxWindowCount);
 
     const int64_t both[2] = {4, 1};
