@@ -101,7 +101,7 @@ ngx_http_throttle_add_fields(ngx_http_request_t            *r,
 
     return ngx_http_throttle_add_header(
         r, ratelimit, p,
-        throttle::format_ratelimit((char *) p, name,
+        throttle::format_ratelimit((char *) p, name, zone->policy,
                                    ctx->decision.outcome().result));
 }
 

@@ -9,22 +9,33 @@
 -- KEYS[1]  the key
 -- ARGV[1]  the limit: the places a key has
 -- ARGV[2]  the lease, microseconds
--- ARGV[3]  the request's member, unique among the requests in flight
--- ARGV[4]  (tests only) now, microseconds
+-- ARGV[3]  (tests only) now, microseconds
 --
--- Returns {admitted: 1 or 0, places left, requests in flight}.
+-- Returns {limited, limit, places left, 0, retry_after_us, now, seq}: as
+-- every decision script (the key has no reset time: places free when
+-- requests end, which no one can tell beforehand; a refused request may
+-- retry in a second), then the request's member, "<now>:<seq>", for
+-- concurrent_release.lua and concurrent_renew.lua.
 
 local limit = tonumber(ARGV[1])
 local lease = tonumber(ARGV[2])
-local now = clock_us(ARGV[4])
+local now = clock_us(ARGV[3])
+local stamp = string.format('%d', now)
 
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%d', now))
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', stamp)
 local held = redis.call('ZCARD', KEYS[1])
 if held >= limit then
-    return {0, 0, held}
+    return {1, limit, 0, 0, 1000000, 0, 0}
 end
 
-redis.call('ZADD', KEYS[1], string.format('%d', now + lease), ARGV[3])
+-- unique among the members: another request of this microsecond (from
+-- any nginx) has taken the seq before
+local seq = held
+while redis.call('ZSCORE', KEYS[1], stamp .. ':' .. seq) do
+    seq = seq + 1
+end
+redis.call('ZADD', KEYS[1], string.format('%d', now + lease),
+           stamp .. ':' .. seq)
 -- no member's lease ends later than this one's
 redis.call('PEXPIRE', KEYS[1], string.format('%d', math.ceil(lease / 1000)))
-return {1, limit - held - 1, held + 1}
+return {0, limit, limit - held - 1, 0, -1, now, seq}

@@ -1,6 +1,11 @@
 // SPDX-License-Identifier: BSD-2-Clause
 #include "throttle/concurrent.hpp"
 
+#include "throttle/lua.hpp"
+#include "throttle/policy.hpp"
+
+#include <algorithm>
+
 namespace throttle {
 
 namespace {
@@ -123,6 +128,182 @@ renew_place(const PlaceRules &rules, int64_t *buckets, int64_t bucket,
     }
     count_in(rules, buckets, now_us);
     return now;
+}
+
+namespace {
+
+PlaceRules
+place_rules(const Policy &policy) noexcept
+{
+    return {policy.limit, policy.lease_us};
+}
+
+// When the places counted in now's bucket end, and with them every place
+// of the key (none is counted in a later bucket).
+int64_t
+last_place_end(const PlaceRules &rules, int64_t now_us) noexcept
+{
+    return (now_bucket(rules, now_us) + static_cast<int64_t>(kLeaseBuckets))
+        * rules.bucket_us();
+}
+
+// A refused request may ask again in a second: places free when requests
+// end, which no one can tell beforehand (docs/concurrent.md).
+constexpr int64_t kRetryAfterUs = 1'000'000;
+
+// concurrent= zones: a key's "units" are its requests in flight, one
+// each. A request takes a place when it is admitted (record(), or the
+// acquire script) and gives it back when it ends (a settle of -1: the
+// zone's settle(), or the release script). It is not an algorithm=: the
+// zone's parameters choose it (make_policy()).
+class Concurrent final : public Algorithm {
+  public:
+    constexpr Concurrent() noexcept
+        : Algorithm("concurrent", false, false, false)
+    {
+    }
+
+    // make_policy() has set the limit and the lease.
+    bool configure(Policy &policy, Message &) const noexcept override
+    {
+        policy.window_us = policy.lease_us;
+        policy.log_slots = policy.mode == Mode::strict
+            ? 0
+            : static_cast<int64_t>(kLeaseBuckets);
+        return true;
+    }
+
+    // A request takes one place whatever its cost (there is no cost= on a
+    // concurrent zone's line, and throttle_api refuses these zones).
+    Decision decide(const Policy &policy, const KeyState *, const int64_t *log,
+                    int64_t now_us, int64_t) const noexcept override
+    {
+        const int64_t held =
+            log ? places_held(place_rules(policy), log, now_us) : 0;
+        Decision d;
+        d.result.limit = policy.limit;
+        d.result.reset_after_us = 0;
+        if (held >= policy.limit) {
+            d.result.limited = true;
+            d.result.retry_after_us = kRetryAfterUs;
+            return d;
+        }
+        d.result.remaining = policy.limit - held - 1;
+        d.store = true;
+        return d;
+    }
+
+    void record(const Policy &policy, const Decision &, int64_t now_us, int64_t,
+                KeyState &, int64_t &expire_at_us,
+                int64_t *log) const noexcept override
+    {
+        const PlaceRules rules = place_rules(policy);
+        if (expire_at_us <= now_us) {
+            // a new key's words, or a key whose places have all ended
+            std::fill(log, log + kLeaseBuckets, 0);
+        }
+        (void) take_place(rules, log, now_us);
+        expire_at_us = std::max(expire_at_us, last_place_end(rules, now_us));
+    }
+
+    // The request counted at reserved_at_us (its place's last renewal)
+    // has ended; a charge never comes (no settle= on these zones).
+    void settle(const Policy &policy, int64_t delta_units,
+                int64_t reserved_at_us, int64_t now_us, KeyState &, int64_t &,
+                int64_t *log) const noexcept override
+    {
+        const PlaceRules rules = place_rules(policy);
+        if (delta_units < 0) {
+            free_place(rules, log, now_bucket(rules, reserved_at_us), now_us);
+        }
+    }
+
+    // The release script gives a place back, for a request another zone
+    // refused or one that has ended; the charge script is never called
+    // (see settle()), and would name no request's member if it were.
+    StrictScripts strict_scripts() const noexcept override
+    {
+        return {&lua::concurrent_acquire, &lua::concurrent_release, 2,
+                &lua::concurrent_release};
+    }
+
+    ScriptArgs decision_args(const Policy &policy,
+                             int64_t) const noexcept override
+    {
+        return {{policy.limit, policy.lease_us, 0, 0}, 2};
+    }
+
+    ScriptArgs refund_args(const Policy &, int64_t,
+                           const int64_t tokens[2]) const noexcept override
+    {
+        return {{tokens[0], tokens[1], 0, 0}, 2};
+    }
+
+    ScriptArgs charge_args(const Policy &, int64_t) const noexcept override
+    {
+        return {{0, 0, 0, 0}, 2};
+    }
+
+    // Nothing to remember: a place may free the moment after Redis said
+    // there was none, so every request asks Redis.
+    Decision remember(const Policy &, const KeyState *,
+                      const ThrottleResult &answer, int64_t,
+                      int64_t) const noexcept override
+    {
+        Decision d;
+        d.result = answer;
+        return d;
+    }
+
+    Decision recall(const Policy &policy, const KeyState *, int64_t, int64_t,
+                    int64_t) const noexcept override
+    {
+        Decision d;
+        d.result.limit = policy.limit;
+        return d;
+    }
+
+    const char *why_no_delay() const noexcept override
+    {
+        return "it admits a request or refuses it, and holds none back";
+    }
+
+    const Syncing *syncing() const noexcept override { return nullptr; }
+
+    const char *why_not_async() const noexcept override
+    {
+        return "a place must be taken in Redis before its request goes "
+               "on, or two nginx could give away the same last place; use "
+               "sync=strict";
+    }
+};
+
+const Concurrent kConcurrent;
+
+} // namespace
+
+const Algorithm &
+concurrent_algorithm() noexcept
+{
+    return kConcurrent;
+}
+
+int64_t
+renew_held_place(const Policy &policy, StoredKey &key, int64_t *log,
+                 int64_t held_at_us, int64_t now_us) noexcept
+{
+    const PlaceRules rules = place_rules(policy);
+    if (key.expire_at_us <= now_us) {
+        return -1; // every place of the key has ended
+    }
+    const int64_t bucket =
+        renew_place(rules, log, now_bucket(rules, held_at_us), now_us);
+    if (bucket < 0) {
+        return -1;
+    }
+    key.expire_at_us =
+        std::max(key.expire_at_us, last_place_end(rules, now_us));
+    return now_us;
 }
 
 } // namespace throttle

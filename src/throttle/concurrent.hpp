@@ -67,4 +67,15 @@ void free_place(const PlaceRules &rules, int64_t *buckets, int64_t bucket,
 int64_t renew_place(const PlaceRules &rules, int64_t *buckets, int64_t bucket,
                     int64_t now_us) noexcept;
 
+class Algorithm;
+struct Policy;
+struct StoredKey;
+
+// The zones of concurrent=: what make_policy() gives them.
+const Algorithm &concurrent_algorithm() noexcept;
+
+// Policy::renew() (which see), once the zone holds places.
+int64_t renew_held_place(const Policy &policy, StoredKey &key, int64_t *log,
+                         int64_t held_at_us, int64_t now_us) noexcept;
+
 } // namespace throttle

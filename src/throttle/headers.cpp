@@ -8,6 +8,7 @@ namespace throttle {
 
 namespace {
 
+// `"name";k1=v1;k2=v2`, without the second parameter if key2 is 0.
 size_t
 format_item(char *out, std::string_view name, char key1, int64_t value1,
             char key2, int64_t value2) noexcept
@@ -18,6 +19,9 @@ format_item(char *out, std::string_view name, char key1, int64_t value1,
     p += name.size();
     *p++ = '"';
     for (auto [key, value] : {std::pair{key1, value1}, {key2, value2}}) {
+        if (key == 0) {
+            break;
+        }
         *p++ = ';';
         *p++ = key;
         *p++ = '=';
@@ -59,15 +63,17 @@ size_t
 format_ratelimit_policy(char *out, std::string_view zone_name,
                         const Policy &policy) noexcept
 {
-    return format_item(out, zone_name, 'q', policy.limit, 'w',
+    return format_item(out, zone_name, 'q', policy.limit,
+                       policy.holds_places() ? 0 : 'w',
                        ceil_seconds(policy.window_us));
 }
 
 size_t
-format_ratelimit(char *out, std::string_view zone_name,
+format_ratelimit(char *out, std::string_view zone_name, const Policy &policy,
                  const ThrottleResult &result) noexcept
 {
-    return format_item(out, zone_name, 'r', result.remaining, 't',
+    return format_item(out, zone_name, 'r', result.remaining,
+                       policy.holds_places() ? 0 : 't',
                        ceil_seconds(result.reset_after_us));
 }
 

@@ -29,12 +29,15 @@ max_header_value_len(size_t zone_name_len) noexcept
 }
 
 // `"reply";q=16;w=32`: quota units and the window they refill in (seconds,
-// rounded up).
+// rounded up). A concurrent= zone's has no "w": its places come back when
+// requests end, not with time (docs/concurrent.md).
 size_t format_ratelimit_policy(char *out, std::string_view zone_name,
                                const Policy &policy) noexcept;
 
-// `"reply";r=15;t=2`: remaining units and seconds until reset (rounded up).
+// `"reply";r=15;t=2`: remaining units and seconds until reset (rounded up);
+// a concurrent= zone's has no "t", for the same reason.
 size_t format_ratelimit(char *out, std::string_view zone_name,
+                        const Policy         &policy,
                         const ThrottleResult &result) noexcept;
 
 // A non-negative integer in decimal; out needs room for 20 characters.

@@ -2,17 +2,76 @@
 #include "throttle/policy.hpp"
 
 #include "throttle/clock.hpp"
+#include "throttle/concurrent.hpp"
+#include "throttle/lua.hpp"
 
 #include <algorithm>
 
 namespace throttle {
 
+namespace {
+
+// A concurrent= zone: it takes none of a rate zone's parameters, each
+// refused with why.
+Parsed<Policy>
+make_concurrent_policy(const ZoneParams &params, Message &why) noexcept
+{
+    const char *rate_param = params.rate.count ? "rate="
+        : params.burst                         ? "burst="
+        : params.algorithm                     ? "algorithm="
+        : params.log_max                       ? "log_max="
+                                               : nullptr;
+    if (rate_param) {
+        return {std::nullopt,
+                why.format("\"%s\" is for a zone of a rate; \"concurrent=\" "
+                           "limits requests in flight: give each its own "
+                           "zone, and both to the location's \"throttle\"",
+                           rate_param)
+                    .text()};
+    }
+
+    const Algorithm &algorithm = concurrent_algorithm();
+    if (params.mode == Mode::async) {
+        return {std::nullopt,
+                why.format("\"concurrent=\" cannot \"sync=async\": %s",
+                           algorithm.why_not_async())
+                    .text()};
+    }
+
+    Policy p;
+    p.algorithm = &algorithm;
+    p.mode = params.mode;
+    p.limit = *params.concurrent;
+    p.lease_us = params.lease_us.value_or(kDefaultLeaseUs);
+    if (p.limit < 1 || p.limit > kMaxPlaces || p.lease_us < kMinLeaseUs) {
+        return {std::nullopt,
+                why.format("concurrent=%lld lease=%lldms is out of range",
+                           static_cast<long long>(p.limit),
+                           static_cast<long long>(p.lease_us / 1000))
+                    .text()};
+    }
+    (void) algorithm.configure(p, why);
+    return {p, nullptr};
+}
+
+} // namespace
+
 Parsed<Policy>
 make_policy(const ZoneParams &params, Message &why) noexcept
 {
-    const Algorithm &algorithm = *params.algorithm;
+    if (params.concurrent) {
+        return make_concurrent_policy(params, why);
+    }
+    if (params.lease_us) {
+        return {std::nullopt,
+                why.format("\"lease=\" needs \"concurrent=\"").text()};
+    }
 
-    if (params.burst < 0 || params.burst > kMaxBurst) {
+    const Algorithm &algorithm =
+        params.algorithm ? *params.algorithm : default_algorithm();
+    const int64_t burst = params.burst.value_or(0);
+
+    if (burst < 0 || burst > kMaxBurst) {
         return {std::nullopt, why.format("burst is out of range").text()};
     }
 
@@ -34,7 +93,7 @@ make_policy(const ZoneParams &params, Message &why) noexcept
     Policy p;
     p.algorithm = &algorithm;
     p.rate = params.rate;
-    p.burst = params.burst;
+    p.burst = burst;
     p.mode = params.mode;
     p.sync_interval_us = params.sync_interval_us;
     p.log_max = params.log_max.value_or(kDefaultLogMax);
@@ -53,6 +112,11 @@ delay_refusal(const Policy &policy, Message &why) noexcept
     if (algorithm.can_delay) {
         return nullptr;
     }
+    if (policy.holds_places()) {
+        return why
+            .format("is a \"concurrent=\" zone: %s", algorithm.why_no_delay())
+            .text();
+    }
 
     Message names;
     return why
@@ -61,6 +125,26 @@ delay_refusal(const Policy &policy, Message &why) noexcept
                 static_cast<int>(algorithm.name.size()), algorithm.name.data(),
                 algorithm.why_no_delay(), delay_algorithms(names))
         .text();
+}
+
+const char *
+cost_refusal(const Policy &policy, Message &why) noexcept
+{
+    return policy.holds_places()
+        ? why.format("is a \"concurrent=\" zone, where a request holds one "
+                     "place")
+              .text()
+        : nullptr;
+}
+
+const char *
+settle_refusal(const Policy &policy, Message &why) noexcept
+{
+    return policy.holds_places()
+        ? why.format("is a \"concurrent=\" zone, whose requests give their "
+                     "place back when they end")
+              .text()
+        : nullptr;
 }
 
 const char *
@@ -84,6 +168,15 @@ reload_refusal(const Policy &was, const Policy &now, Message &why) noexcept
         && !now.algorithm->memory_is_state())
     {
         return why.format("changed to or from sync=strict").text();
+    }
+
+    // a concurrent= zone's places are counted in buckets of a quarter lease
+    if (was.lease_us != now.lease_us) {
+        return why
+            .format("changed its lease from %lldms to %lldms",
+                    static_cast<long long>(was.lease_us / 1000),
+                    static_cast<long long>(now.lease_us / 1000))
+            .text();
     }
 
     // the words beside each key were allocated for the old limit
@@ -173,6 +266,13 @@ Policy::settle(StoredKey &key, int64_t *log, int64_t reserved_units,
 }
 
 int64_t
+Policy::renew(StoredKey &key, int64_t *log, int64_t held_at_us,
+              int64_t now) const noexcept
+{
+    return renew_held_place(*this, key, log, held_at_us, now);
+}
+
+int64_t
 Policy::delay_us(const ThrottleResult &result, int64_t cost,
                  int64_t delay) const noexcept
 {
@@ -207,6 +307,12 @@ Policy::settle_call(int64_t delta_units, const int64_t tokens[2]) const noexcept
     }
     return {algorithm->strict_scripts().charge,
             algorithm->charge_args(*this, delta_units)};
+}
+
+ScriptCall
+Policy::renew_call(const int64_t tokens[2]) const noexcept
+{
+    return {&lua::concurrent_renew, {{lease_us, tokens[0], tokens[1], 0}, 3}};
 }
 
 Decision

@@ -27,14 +27,21 @@ enum class Mode { local, strict, async };
 
 // A zone's parameters, as throttle_zone gives them.
 struct ZoneParams {
-    const Algorithm *algorithm = &default_algorithm();
-    Rate             rate{};
-    int64_t          burst = 0;
-    std::optional<int64_t>
-            log_max; // given or not: only some algorithms take it
-    Mode    mode = Mode::local;
-    int64_t sync_interval_us = 0; // async zones
+    const Algorithm       *algorithm = nullptr; // null: not given, GCRA
+    Rate                   rate{};              // count 0: not given
+    std::optional<int64_t> burst;
+    std::optional<int64_t> log_max; // only some algorithms take it
+    Mode                   mode = Mode::local;
+    int64_t                sync_interval_us = 0; // async zones
+    // concurrent=: requests in flight instead of a rate, each holding a
+    // place for a lease that its worker renews while it runs
+    std::optional<int64_t> concurrent;
+    std::optional<int64_t> lease_us;
 };
+
+// A concurrent= zone's default lease: a worker renews its requests'
+// leases every quarter of it.
+constexpr int64_t kDefaultLeaseUs = 60'000'000;
 
 // The default and the largest cap on a sliding_log zone's limit: memory
 // per key grows with it (8 bytes a slot in a zone, a sorted-set member in
@@ -79,6 +86,16 @@ struct Policy {
     int64_t emission_interval_us = 0;
     // words a key keeps beside its state (a local sliding_log's ring)
     int64_t log_slots = 0;
+    // concurrent= zones: how long a place outlives its request's last
+    // renewal (0: a zone of a rate)
+    int64_t lease_us = 0;
+
+    // A concurrent= zone: a request it admits holds a place until it ends
+    // (then settle() with 1 unit reserved and none used gives it back),
+    // and its worker renews the place every renew_interval_us() meanwhile
+    // (renew(), renew_call()).
+    bool    holds_places() const noexcept { return lease_us > 0; }
+    int64_t renew_interval_us() const noexcept { return lease_us / 4; }
 
     // --- every mode
 
@@ -113,6 +130,14 @@ struct Policy {
                 int64_t settled_units, int64_t reserved_at_us,
                 int64_t now_us) const noexcept;
 
+    // A concurrent= zone (local): the place of a request still in flight,
+    // taken or last renewed at held_at_us, lives on for another lease.
+    // Returns the time to renew it from next (now_us), or -1 if its lease
+    // had ended (the place may have gone to another request: it is not
+    // taken back).
+    int64_t renew(StoredKey &key, int64_t *log, int64_t held_at_us,
+                  int64_t now_us) const noexcept;
+
     // delay=: how long a request this zone admitted (`result`: its answer,
     // or Redis's, for `cost` units) waits before it goes on, when its line
     // lets `delay` units be ahead of a request that goes at once (kNoDelay:
@@ -138,6 +163,10 @@ struct Policy {
     // the limit, saturating as settle() does (the charge script).
     ScriptCall settle_call(int64_t       delta_units,
                            const int64_t tokens[2]) const noexcept;
+    // A concurrent= zone: keeps the place of a request still in flight
+    // (`tokens`: as the decision script returned them) for another lease;
+    // the script answers 1 if it did, 0 if the lease had ended.
+    ScriptCall renew_call(const int64_t tokens[2]) const noexcept;
     // What the zone makes of Redis's answer to `cost` units sent at
     // sent_at_us for a key it holds as `key` (null if not): a decision to
     // commit. Its store is false if there is nothing to write: nothing
@@ -182,6 +211,11 @@ Parsed<Policy> make_policy(const ZoneParams &params, Message &why) noexcept;
 // Why a throttle line of this zone cannot have delay= (the text is in
 // `why`, after the zone's name in the message), or null if it can.
 const char *delay_refusal(const Policy &policy, Message &why) noexcept;
+
+// Why a throttle line of this zone cannot have cost= (or settle=), as
+// delay_refusal() says it, or null if it can.
+const char *cost_refusal(const Policy &policy, Message &why) noexcept;
+const char *settle_refusal(const Policy &policy, Message &why) noexcept;
 
 // The reload rules: why a zone that kept its name and size cannot keep its
 // keys under its new policy (the text is in `why`), or null if it can.

@@ -18,10 +18,11 @@ policy_value(std::string_view name, const Policy &p)
 }
 
 std::string
-ratelimit_value(std::string_view name, const ThrottleResult &r)
+ratelimit_value(std::string_view name, const ThrottleResult &r,
+                const Policy &p = Policy{})
 {
     std::vector<char> buf(max_header_value_len(name.size()));
-    return {buf.data(), format_ratelimit(buf.data(), name, r)};
+    return {buf.data(), format_ratelimit(buf.data(), name, p, r)};
 }
 
 TEST(Headers, DesignExample)
@@ -34,6 +35,17 @@ TEST(Headers, DesignExample)
     r.remaining = 15;
     r.reset_after_us = 2'000'000;
     EXPECT_EQ(ratelimit_value("reply", r), "\"reply\";r=15;t=2");
+}
+
+// Places come back when requests end, not with time: no w, no t.
+TEST(Headers, AConcurrentZoneSaysItsPlacesOnly)
+{
+    const Policy p = testing_support::concurrent_policy(3);
+    EXPECT_EQ(policy_value("streams", p), "\"streams\";q=3");
+    ThrottleResult r;
+    r.limit = 3;
+    r.remaining = 2;
+    EXPECT_EQ(ratelimit_value("streams", r, p), "\"streams\";r=2");
 }
 
 TEST(Headers, MillisecondsRoundUp)

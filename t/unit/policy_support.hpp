@@ -48,6 +48,21 @@ make_test_policy(std::string_view algorithm, int64_t count, int64_t period_us,
     return p ? *p.value : Policy{};
 }
 
+// A concurrent= zone of `limit` places.
+inline Policy
+concurrent_policy(int64_t limit, int64_t lease_us = kDefaultLeaseUs,
+                  Mode mode = Mode::local)
+{
+    static Message why;
+    ZoneParams     params;
+    params.concurrent = limit;
+    params.lease_us = lease_us;
+    params.mode = mode;
+    auto p = make_policy(params, why);
+    EXPECT_TRUE(p) << p.error;
+    return p ? *p.value : Policy{};
+}
+
 // Every algorithm, by name.
 inline const char *const kEveryAlgorithm[] = {"gcra", "fixed_window",
                                               "sliding_window", "sliding_log"};
