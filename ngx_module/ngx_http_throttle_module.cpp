@@ -263,14 +263,36 @@ ngx_http_throttle_resolve_redis(ngx_conf_t                    *cf,
     return NGX_OK;
 }
 
+/* A line's parameter the zone it names cannot take: "invalid parameter
+ * "delay=2" in "throttle" directive in F:L: zone "z" <why>". */
+static ngx_int_t
+ngx_http_throttle_ref_refused(ngx_conf_t                         *cf,
+                              const ngx_http_throttle_zone_ref_t *ref,
+                              const char *param, const ngx_str_t *value,
+                              const char *refusal) noexcept
+{
+    ngx_http_throttle_zone_t *zone =
+        (ngx_http_throttle_zone_t *) ref->shm_zone->data;
+
+    ngx_log_error(NGX_LOG_EMERG, cf->log, 0,
+                  "invalid parameter \"%s%V\" in \"throttle\" directive in "
+                  "%V:%ui: zone \"%V\" %s",
+                  param, value, &ref->file, ref->line, &zone->name, refusal);
+    return NGX_ERROR;
+}
+
 /* A "throttle" or "throttle_api" line may name a zone before its
- * throttle_zone, but not one that none defines; and a delay= only a zone
- * whose algorithm can delay. */
+ * throttle_zone, but not one that none defines; and a delay=, cost= or
+ * settle= only a zone that can take it (the core says which). A line of a
+ * concurrent= zone needs the log phase's handler, which frees its
+ * requests' places. */
 static ngx_int_t
 ngx_http_throttle_check_refs(ngx_conf_t                    *cf,
                              ngx_http_throttle_main_conf_t *tmcf) noexcept
 {
     ngx_uint_t                    i;
+    u_char                        delay[NGX_INT64_LEN];
+    ngx_str_t                     delay_text;
     const char                   *refusal;
     throttle::Message             why;
     ngx_http_throttle_zone_t     *zone;
@@ -289,19 +311,31 @@ ngx_http_throttle_check_refs(ngx_conf_t                    *cf,
             return NGX_ERROR;
         }
 
-        if (refs[i].delay_units == throttle::kNoDelay) {
-            continue;
+        if (refs[i].delay_units != throttle::kNoDelay
+            && (refusal = throttle::delay_refusal(zone->policy, why)))
+        {
+            delay_text.data = delay;
+            delay_text.len =
+                ngx_sprintf(delay, "%L", refs[i].delay_units) - delay;
+            return ngx_http_throttle_ref_refused(
+                cf, &refs[i], "delay=", &delay_text, refusal);
         }
 
-        refusal = throttle::delay_refusal(zone->policy, why);
+        if (refs[i].cost.len
+            && (refusal = throttle::cost_refusal(zone->policy, why))) {
+            return ngx_http_throttle_ref_refused(
+                cf, &refs[i], "cost=", &refs[i].cost, refusal);
+        }
 
-        if (refusal) {
-            ngx_log_error(NGX_LOG_EMERG, cf->log, 0,
-                          "invalid parameter \"delay=%L\" in \"throttle\" "
-                          "directive in %V:%ui: zone \"%V\" %s",
-                          refs[i].delay_units, &refs[i].file, refs[i].line,
-                          &zone->name, refusal);
-            return NGX_ERROR;
+        if (refs[i].settle.len
+            && (refusal = throttle::settle_refusal(zone->policy, why)))
+        {
+            return ngx_http_throttle_ref_refused(
+                cf, &refs[i], "settle=", &refs[i].settle, refusal);
+        }
+
+        if (zone->policy.holds_places()) {
+            tmcf->settle = 1;
         }
     }
 
@@ -443,6 +477,8 @@ ngx_http_throttle_init_process(ngx_cycle_t *cycle) noexcept
             return NGX_ERROR;
         }
     }
+
+    ngx_http_throttle_places_init_worker(cycle, tmcf);
 
     zones = (ngx_http_throttle_zone_t **) tmcf->zones.elts;
 

@@ -44,11 +44,14 @@ extern "C" ngx_module_t ngx_http_throttle_module;
 #define NGX_HTTP_THROTTLE_ON_ERROR_DENY 1
 
 /* Where a "throttle" or "throttle_api" line named a zone, to report one
- * never defined, or one that cannot take the delay= asked of it. */
+ * never defined, or one that cannot take the delay=, cost= or settle=
+ * asked of it. */
 typedef struct {
     ngx_shm_zone_t *shm_zone;
     const char     *directive;
     int64_t         delay_units; /* throttle::kNoDelay: none */
+    ngx_str_t       cost;        /* as given; empty if not */
+    ngx_str_t       settle;
     ngx_str_t       file;
     ngx_uint_t      line;
 } ngx_http_throttle_zone_ref_t;
@@ -58,7 +61,12 @@ typedef struct {
     ngx_array_t zones;      /* of ngx_http_throttle_zone_t *, defined */
     ngx_array_t zone_refs;  /* of ngx_http_throttle_zone_ref_t, used */
     ngx_flag_t  authorized; /* a "throttle" line has phase=authorized */
-    ngx_flag_t  settle;     /* a "throttle" line has settle= */
+    ngx_flag_t  settle;     /* a line has settle=, or a concurrent= zone */
+    /* concurrent=: this worker's requests holding places, renewed by one
+     * timer every renew_interval (0: no concurrent= zone) */
+    ngx_queue_t places;
+    ngx_event_t renew_timer;
+    ngx_msec_t  renew_interval;
 } ngx_http_throttle_main_conf_t;
 
 typedef struct {

@@ -94,10 +94,7 @@ ngx_http_throttle_api_zones(ngx_conf_t *cf, ngx_array_t *zones, ngx_str_t *arg,
             }
         }
 
-        if (ngx_http_throttle_zone_ref(cf, *shm_zone, "throttle_api",
-                                       throttle::kNoDelay)
-            != NGX_CONF_OK)
-        {
+        if (ngx_http_throttle_zone_ref(cf, *shm_zone, "throttle_api") == NULL) {
             return (char *) NGX_CONF_ERROR;
         }
 

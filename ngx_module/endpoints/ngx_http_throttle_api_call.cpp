@@ -172,6 +172,16 @@ ngx_http_throttle_api_add(ngx_http_throttle_api_call_t        *call,
             asked->zone->data);
     }
 
+    /* a place is held by a request until it ends: a call ends with its
+     * answer (docs/concurrent.md) */
+    if (zone->policy.holds_places()) {
+        return ngx_http_throttle_api_refuse(
+            call,
+            "zone \"%V\" is a concurrent= zone: its places are held by "
+            "requests in flight through nginx, which a call cannot hold open",
+            &zone->name);
+    }
+
     for (i = 0; i < call->nchecks; i++) {
         if (call->checks[i].zone == zone) {
             return ngx_http_throttle_api_refuse(

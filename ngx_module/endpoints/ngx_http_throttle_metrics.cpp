@@ -28,7 +28,8 @@
 typedef enum {
     NGX_HTTP_THROTTLE_METRICS_ANY,
     NGX_HTTP_THROTTLE_METRICS_STRICT,
-    NGX_HTTP_THROTTLE_METRICS_ASYNC
+    NGX_HTTP_THROTTLE_METRICS_ASYNC,
+    NGX_HTTP_THROTTLE_METRICS_PLACES /* concurrent= zones */
 } ngx_http_throttle_metrics_zones_e;
 
 /* One sample of a zone: its labels after zone=, and its value: a counter
@@ -103,6 +104,21 @@ ngx_http_throttle_metrics_keys(const ngx_http_throttle_zone_t *zone) noexcept
     return (int64_t) zone->sh->metrics.keys;
 }
 
+/* concurrent=: requests holding a place, of every worker of this nginx. */
+static int64_t
+ngx_http_throttle_metrics_in_flight(
+    const ngx_http_throttle_zone_t *zone) noexcept
+{
+    ngx_uint_t i;
+    int64_t    sum = 0;
+
+    for (i = 0; i < NGX_MAX_PROCESSES; i++) {
+        sum += (ngx_atomic_int_t) zone->sh->in_flight[i];
+    }
+
+    return sum;
+}
+
 /* The slab pages in use: those of the pool's page array not free. */
 static int64_t
 ngx_http_throttle_metrics_bytes(const ngx_http_throttle_zone_t *zone) noexcept
@@ -145,6 +161,13 @@ static constexpr ngx_http_throttle_metrics_family_t
          NGX_HTTP_THROTTLE_METRICS_STRICT,
          false,
          {NGX_HTTP_THROTTLE_COUNTER("", denial_cache_hits)}},
+        {"nginx_throttle_in_flight",
+         "gauge",
+         "Requests in flight that hold a place in a concurrent= zone, "
+         "admitted by this nginx.",
+         NGX_HTTP_THROTTLE_METRICS_PLACES,
+         false,
+         {NGX_HTTP_THROTTLE_GAUGE(ngx_http_throttle_metrics_in_flight)}},
         {"nginx_throttle_requests_total",
          "counter",
          "Requests a zone decided, by its own verdict: rejected are those "
@@ -251,6 +274,8 @@ ngx_http_throttle_metrics_has(const ngx_http_throttle_metrics_family_t *f,
         return ngx_http_throttle_strict(zone);
     case NGX_HTTP_THROTTLE_METRICS_ASYNC:
         return ngx_http_throttle_async(zone);
+    case NGX_HTTP_THROTTLE_METRICS_PLACES:
+        return zone->policy.holds_places();
     default:
         return true;
     }

@@ -245,6 +245,10 @@ ngx_http_throttle_conclude(ngx_http_throttle_ctx_t *ctx) noexcept
 
     ngx_http_throttle_metrics_decided(ctx);
 
+    if (ngx_http_throttle_hold_places(ctx) != NGX_OK) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
     return throttle::turns_away(outcome.status) ? (ngx_int_t) tlcf->status
                                                 : NGX_DECLINED;
 }

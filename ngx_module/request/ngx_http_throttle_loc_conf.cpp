@@ -190,11 +190,11 @@ ngx_http_throttle_line_unique(ngx_conf_t                   *cf,
 }
 
 /* Remembers where "directive" named the zone, to report one never
- * defined, or one that cannot take the line's delay= (throttle::kNoDelay:
- * none). */
-char *
+ * defined, or one that cannot take the line's delay=, cost= or settle=
+ * (the caller sets them); NULL if out of memory. */
+ngx_http_throttle_zone_ref_t *
 ngx_http_throttle_zone_ref(ngx_conf_t *cf, ngx_shm_zone_t *shm_zone,
-                           const char *directive, int64_t delay_units) noexcept
+                           const char *directive) noexcept
 {
     ngx_http_throttle_zone_ref_t  *ref;
     ngx_http_throttle_main_conf_t *tmcf;
@@ -204,16 +204,17 @@ ngx_http_throttle_zone_ref(ngx_conf_t *cf, ngx_shm_zone_t *shm_zone,
 
     ref = (ngx_http_throttle_zone_ref_t *) ngx_array_push(&tmcf->zone_refs);
     if (ref == NULL) {
-        return (char *) NGX_CONF_ERROR;
+        return NULL;
     }
 
+    ngx_memzero(ref, sizeof(ngx_http_throttle_zone_ref_t));
     ref->shm_zone = shm_zone;
-    ref->delay_units = delay_units;
+    ref->delay_units = throttle::kNoDelay;
     ref->directive = directive;
     ref->file = cf->conf_file->file.name;
     ref->line = cf->conf_file->line;
 
-    return NGX_CONF_OK;
+    return ref;
 }
 
 /* The phase handlers the line needs: the authorized phase's, settle='s
@@ -260,6 +261,7 @@ ngx_http_throttle_directive(ngx_conf_t *cf, ngx_command_t *cmd,
     ngx_array_t                 **lines;
     ngx_shm_zone_t               *shm_zone;
     ngx_http_throttle_limit_t    *limit;
+    ngx_http_throttle_zone_ref_t *ref;
     ngx_http_throttle_line_args_t la;
 
     ngx_str_null(&la.zone);
@@ -313,8 +315,16 @@ ngx_http_throttle_directive(ngx_conf_t *cf, ngx_command_t *cmd,
 
     ngx_http_throttle_line_sort(*lines);
 
-    return ngx_http_throttle_zone_ref(cf, shm_zone, "throttle",
-                                      limit->delay_units);
+    ref = ngx_http_throttle_zone_ref(cf, shm_zone, "throttle");
+    if (ref == NULL) {
+        return (char *) NGX_CONF_ERROR;
+    }
+
+    ref->delay_units = limit->delay_units;
+    ref->cost = la.cost;
+    ref->settle = la.settle;
+
+    return NGX_CONF_OK;
 }
 
 /* ngx_conf_set_enum_slot, with a message that names the directive and the

@@ -23,7 +23,8 @@ typedef struct {
     ngx_http_complex_value_t *settle;      /* settle=, NULL: none */
 } ngx_http_throttle_limit_t;
 
-typedef struct ngx_http_throttle_ctx_s ngx_http_throttle_ctx_t;
+typedef struct ngx_http_throttle_ctx_s   ngx_http_throttle_ctx_t;
+typedef struct ngx_http_throttle_place_s ngx_http_throttle_place_t;
 
 /* One zone's check of a request: its key's lookup in the zone, and its
  * Redis call; the decision's side is lookup.part (throttle::ZoneCheck). */
@@ -36,6 +37,8 @@ typedef struct {
     ngx_http_throttle_redis_cmd_t *cmd;       /* in flight */
     int64_t                        sent_at;   /* the zone's clock, us */
     int64_t                        tokens[2]; /* the charge, for a refund */
+    /* concurrent=: the place the request holds, NULL if none */
+    ngx_http_throttle_place_t *place;
 } ngx_http_throttle_check_t;
 
 /* Where a phase's decision stands each time nginx runs the phases
@@ -125,9 +128,9 @@ char *ngx_http_throttle_set_enum(ngx_conf_t *cf, ngx_command_t *cmd,
                                  void *conf) noexcept;
 char *ngx_http_throttle_set_status(ngx_conf_t *cf, ngx_command_t *cmd,
                                    void *conf) noexcept;
-char *ngx_http_throttle_zone_ref(ngx_conf_t *cf, ngx_shm_zone_t *shm_zone,
-                                 const char *directive,
-                                 int64_t     delay_units) noexcept;
+ngx_http_throttle_zone_ref_t *
+ngx_http_throttle_zone_ref(ngx_conf_t *cf, ngx_shm_zone_t *shm_zone,
+                           const char *directive) noexcept;
 
 /* ngx_http_throttle_decide.cpp: the decision over a request's zones */
 ngx_int_t ngx_http_throttle_start(ngx_http_request_t      *r,
@@ -160,6 +163,15 @@ ngx_http_throttle_redis_cmd_t *ngx_http_throttle_strict_settle_send(
     ngx_pool_t *pool, ngx_http_throttle_check_t *check, int64_t delta_units,
     ngx_http_throttle_redis_done_pt done, void *data) noexcept;
 bool ngx_http_throttle_strict_settle_taken(const redisReply *reply) noexcept;
+ngx_http_throttle_redis_cmd_t *
+ngx_http_throttle_strict_renew(ngx_http_throttle_check_t *check) noexcept;
+
+/* ngx_http_throttle_places.cpp: concurrent=, the places requests hold */
+ngx_int_t ngx_http_throttle_hold_places(ngx_http_throttle_ctx_t *ctx) noexcept;
+void
+ngx_http_throttle_free_places(ngx_http_throttle_request_ctx_t *rctx) noexcept;
+void ngx_http_throttle_places_init_worker(
+    ngx_cycle_t *cycle, ngx_http_throttle_main_conf_t *tmcf) noexcept;
 
 /* ngx_http_throttle_settle.cpp: settle=, when the request ends */
 ngx_int_t ngx_http_throttle_settle_handler(ngx_http_request_t *r) noexcept;

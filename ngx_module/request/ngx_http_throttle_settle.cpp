@@ -7,7 +7,8 @@
  * Which checks settle, and by how much, is the core's rule
  * (throttle::RequestDecision::settle_units()); applying it is the zone's
  * (ngx_http_throttle_settle_key()). The handler runs before access_log's,
- * so that $throttle_settled is known there.
+ * so that $throttle_settled is known there. It frees the places that
+ * concurrent= zones gave the request first.
  */
 
 #include "ngx_http_throttle_zone_metrics.h"
@@ -123,6 +124,9 @@ ngx_http_throttle_settle_handler(ngx_http_request_t *r) noexcept
     if (rctx == NULL) {
         return NGX_OK;
     }
+
+    /* concurrent=: whatever the phases decided, the request has ended */
+    ngx_http_throttle_free_places(rctx);
 
     /* refused in one phase: not settled in the other, which admitted it */
     for (p = 0; p < NGX_HTTP_THROTTLE_NPHASES; p++) {

@@ -319,3 +319,15 @@ ngx_http_throttle_strict_settle_send(ngx_pool_t                *pool,
         check, zone->policy.settle_call(delta_units, check->tokens), done,
         data);
 }
+
+/* concurrent=: keeps the place of the check's request for another lease
+ * (throttle::Policy::renew_call()). Nothing waits for the answer: a place
+ * whose lease had ended is not given back, and the request goes on
+ * without one. NULL if it could not be sent. */
+ngx_http_throttle_redis_cmd_t *
+ngx_http_throttle_strict_renew(ngx_http_throttle_check_t *check) noexcept
+{
+    return ngx_http_throttle_strict_eval(
+        check, check->lookup.zone->policy.renew_call(check->tokens), NULL,
+        NULL);
+}

@@ -506,3 +506,33 @@ ngx_http_throttle_settle_key(ngx_http_throttle_lookup_t *check,
 
     return rc;
 }
+
+/* concurrent=, local: the place a request of the check's key took or
+ * last renewed at held_at lives on for another lease
+ * (throttle::Policy::renew()); when to renew it from next, or -1 if its
+ * lease had ended. */
+int64_t
+ngx_http_throttle_renew_key(ngx_http_throttle_lookup_t *check,
+                            int64_t                     held_at) noexcept
+{
+    int64_t                   renewed = -1;
+    ngx_http_throttle_node_t *tn;
+    ngx_http_throttle_zone_t *zone = check->zone;
+
+    ngx_shmtx_lock(&zone->shpool->mutex);
+
+    check->now = zone->policy.now_us();
+    ngx_http_throttle_find(check);
+
+    tn = check->node;
+    if (tn) {
+        renewed = zone->policy.renew(tn->stored, ngx_http_throttle_node_log(tn),
+                                     held_at, check->now);
+        ngx_queue_remove(&tn->queue);
+        ngx_queue_insert_head(&zone->sh->queue, &tn->queue);
+    }
+
+    ngx_shmtx_unlock(&zone->shpool->mutex);
+
+    return renewed;
+}

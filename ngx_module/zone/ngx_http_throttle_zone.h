@@ -83,6 +83,10 @@ typedef struct {
     int64_t     dropped_units; /* evicted before they were synced */
     ngx_uint_t  failing;       /* syncs failed in a row */
     ngx_http_throttle_metrics_t metrics;
+    /* concurrent=: requests holding a place, by the process slot of the
+     * worker that admitted them (ngx_process_slot: a worker respawned
+     * after a crash takes its slot, and zeroes it); NULL in other zones */
+    ngx_atomic_t *in_flight;
 } ngx_http_throttle_shctx_t;
 
 /* One key in the zone. Starts at ngx_rbtree_node_t.color, as limit_req's;
@@ -114,6 +118,7 @@ typedef struct {
     ngx_http_throttle_log_limit_t redis_log;
     ngx_http_throttle_log_limit_t settle_log;        /* bad settle= values */
     ngx_uint_t                    settles_in_flight; /* strict, to Redis */
+    ngx_msec_t                    renew_interval;    /* concurrent= */
     ngx_event_t                  *sync_timer;
 } ngx_http_throttle_zone_t;
 
@@ -171,6 +176,8 @@ ngx_int_t ngx_http_throttle_settle_key(ngx_http_throttle_lookup_t *check,
                                        int64_t    settled_units,
                                        int64_t    reserved_at,
                                        ngx_log_t *log) noexcept;
+int64_t   ngx_http_throttle_renew_key(ngx_http_throttle_lookup_t *check,
+                                      int64_t held_at) noexcept;
 /* A key's hash in the tree, computed once per lookup. */
 uint32_t ngx_http_throttle_key_hash(const u_char *data, size_t len) noexcept;
 ngx_http_throttle_node_t *

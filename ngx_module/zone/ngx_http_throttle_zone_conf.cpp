@@ -3,6 +3,7 @@
  * throttle_zone $key zone=name:size rate=30r/m [burst=N]
  *     [algorithm=gcra|fixed_window|sliding_window|sliding_log [log_max=N]]
  *     [redis=NAME [sync=strict|async] [sync_interval=100ms]];
+ * throttle_zone $key zone=name:size concurrent=N [lease=60s] [redis=NAME];
  *
  * Each parameter has a helper; the rules that depend on the algorithm
  * (what it accepts, its limits) are the core's, in throttle::make_policy().
@@ -32,6 +33,8 @@ typedef struct {
     ngx_str_t                redis_name;
     ngx_uint_t               mode; /* sync=, a throttle::Mode */
     ngx_msec_t               sync_interval;
+    ngx_int_t                concurrent; /* NGX_CONF_UNSET: not given */
+    ngx_msec_t               lease;
 } ngx_http_throttle_zone_args_t;
 
 static char *
@@ -82,10 +85,10 @@ ngx_http_throttle_zone_size(ngx_conf_t                      *cf,
 
 /* Keeps what rate=, burst= or algorithm= parsed, or says why not: "invalid
  * rate "rate=x" in "throttle_zone": it <why>". */
-template <typename T>
+template <typename T, typename To>
 static char *
 ngx_http_throttle_zone_take(ngx_conf_t *cf, const char *what, ngx_str_t *arg,
-                            const throttle::Parsed<T> &parsed, T *to) noexcept
+                            const throttle::Parsed<T> &parsed, To *to) noexcept
 {
     if (!parsed) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
@@ -168,6 +171,16 @@ static const ngx_http_throttle_param_range_t
     ngx_http_throttle_sync_interval_range = {10, 60000,
                                              "use a time from 10ms to 60s"};
 
+static const ngx_http_throttle_param_range_t ngx_http_throttle_places_range = {
+    1, throttle::kMaxPlaces, "use a number from 1 to 1000000"};
+
+static_assert(throttle::kMaxPlaces == 1000000, "the message above says it");
+
+static const ngx_http_throttle_param_range_t ngx_http_throttle_lease_range = {
+    throttle::kMinLeaseUs / 1000, 86400000, "use a time from 1s to 1d"};
+
+static_assert(throttle::kMinLeaseUs == 1000000, "the message above says it");
+
 static const ngx_http_throttle_param_t ngx_http_throttle_zone_params[] = {
     {"zone=", ngx_http_throttle_zone_size, 0, NULL},
     {"rate=", ngx_http_throttle_zone_rate, 0, NULL},
@@ -183,9 +196,16 @@ static const ngx_http_throttle_param_t ngx_http_throttle_zone_params[] = {
     {"sync_interval=", ngx_http_throttle_param_msec,
      offsetof(ngx_http_throttle_zone_args_t, sync_interval),
      &ngx_http_throttle_sync_interval_range},
+    {"concurrent=", ngx_http_throttle_param_number,
+     offsetof(ngx_http_throttle_zone_args_t, concurrent),
+     &ngx_http_throttle_places_range},
+    {"lease=", ngx_http_throttle_param_msec,
+     offsetof(ngx_http_throttle_zone_args_t, lease),
+     &ngx_http_throttle_lease_range},
     {NULL, NULL, 0, NULL}};
 
-/* What the parameters must say together: a name and a rate; sync= only
+/* What the parameters must say together: a name and a rate (or
+ * concurrent=); sync= only
  * with redis=, sync_interval= only with sync=async. Where the state lives
  * follows: strict unless asked otherwise with redis=, local without. */
 static char *
@@ -217,10 +237,18 @@ ngx_http_throttle_zone_where(ngx_conf_t                    *cf,
         return (char *) NGX_CONF_ERROR;
     }
 
-    if (za->params.rate.count == 0) {
+    if (za->concurrent != NGX_CONF_UNSET) {
+        za->params.concurrent = za->concurrent;
+    }
+
+    if (za->lease != NGX_CONF_UNSET_MSEC) {
+        za->params.lease_us = (int64_t) za->lease * 1000;
+    }
+
+    if (za->params.rate.count == 0 && !za->params.concurrent) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "\"throttle_zone\" \"%V\" must have \"rate=\" "
-                           "parameter",
+                           "or \"concurrent=\" parameter",
                            &za->name);
         return (char *) NGX_CONF_ERROR;
     }
@@ -284,6 +312,7 @@ ngx_http_throttle_zone_add(ngx_conf_t *cf, ngx_http_throttle_zone_args_t *za,
     zone->name = shm_zone->shm.name;
     zone->key = za->key;
     zone->policy = policy;
+    zone->renew_interval = (ngx_msec_t) (policy.renew_interval_us() / 1000);
     zone->shm_zone = shm_zone;
     zone->redis_name = za->redis_name;
     zone->file = cf->conf_file->file.name;
@@ -319,6 +348,8 @@ ngx_http_throttle_zone_directive(ngx_conf_t *cf, ngx_command_t *cmd,
     za.log_max = NGX_CONF_UNSET;
     za.mode = NGX_CONF_UNSET_UINT;
     za.sync_interval = NGX_CONF_UNSET_MSEC;
+    za.concurrent = NGX_CONF_UNSET;
+    za.lease = NGX_CONF_UNSET_MSEC;
 
     if (ngx_http_throttle_parse_params(cf, 2, ngx_http_throttle_zone_params,
                                        &za)

@@ -103,6 +103,14 @@ ngx_http_throttle_new_zone(ngx_shm_zone_t           *shm_zone,
 
     zone->shpool->data = zone->sh;
 
+    if (zone->policy.holds_places()) {
+        zone->sh->in_flight = (ngx_atomic_t *) ngx_slab_calloc(
+            zone->shpool, NGX_MAX_PROCESSES * sizeof(ngx_atomic_t));
+        if (zone->sh->in_flight == NULL) {
+            return NGX_ERROR;
+        }
+    }
+
     ngx_rbtree_init(&zone->sh->rbtree, &zone->sh->sentinel,
                     ngx_http_throttle_rbtree_insert_value);
     ngx_queue_init(&zone->sh->queue);

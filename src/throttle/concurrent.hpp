@@ -10,6 +10,8 @@
 // place per member, its lease end as score).
 #pragma once
 
+#include "throttle/policy.hpp"
+
 #include <cstddef>
 #include <cstdint>
 
@@ -20,14 +22,6 @@ namespace throttle {
 // buckets, from their bucket's start: a bucket's word is reused by the
 // bucket a lease later, once its places are over.
 constexpr size_t kLeaseBuckets = 4;
-
-// The shortest lease: its quarter, the bucket, is 250 ms or more, so that
-// a bucket's number (microseconds since the epoch over it) fits the 40
-// bits a word keeps for it until the year 10,000.
-constexpr int64_t kMinLeaseUs = 1'000'000;
-
-// The most places a key may have: a bucket's count fits in 24 bits.
-constexpr int64_t kMaxPlaces = 1'000'000;
 
 struct PlaceRules {
     int64_t limit;    // places a key has, 1 to kMaxPlaces
@@ -66,10 +60,6 @@ void free_place(const PlaceRules &rules, int64_t *buckets, int64_t bucket,
 // may have gone to another request: it is not taken back).
 int64_t renew_place(const PlaceRules &rules, int64_t *buckets, int64_t bucket,
                     int64_t now_us) noexcept;
-
-class Algorithm;
-struct Policy;
-struct StoredKey;
 
 // The zones of concurrent=: what make_policy() gives them.
 const Algorithm &concurrent_algorithm() noexcept;

@@ -43,6 +43,14 @@ struct ZoneParams {
 // leases every quarter of it.
 constexpr int64_t kDefaultLeaseUs = 60'000'000;
 
+// The shortest lease: its quarter, the bucket, is 250 ms or more, so that
+// a bucket's number (microseconds since the epoch over it) fits the 40
+// bits a word keeps for it until the year 10,000.
+constexpr int64_t kMinLeaseUs = 1'000'000;
+
+// The most places a key may have: a bucket's count fits in 24 bits.
+constexpr int64_t kMaxPlaces = 1'000'000;
+
 // The default and the largest cap on a sliding_log zone's limit: memory
 // per key grows with it (8 bytes a slot in a zone, a sorted-set member in
 // Redis).
