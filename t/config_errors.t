@@ -273,7 +273,7 @@ invalid value "maybe" in "throttle_dry_run" directive
 --- http_config
 throttle_zone $http_x_key zone=z:1m burst=5;
 --- must_die
-"throttle_zone" "z" must have "rate=" parameter
+"throttle_zone" "z" must have "rate=" or "concurrent=" parameter
 
 
 

@@ -13,6 +13,8 @@
 
 #include "ngx_http_throttle_request.h"
 
+#include <hiredis/hiredis.h>
+
 struct ngx_http_throttle_place_s {
     ngx_queue_t                queue; /* in the worker's places */
     ngx_http_throttle_check_t *check; /* in the request's pool */
@@ -141,6 +143,29 @@ ngx_http_throttle_free_places(ngx_http_throttle_request_ctx_t *rctx) noexcept
     }
 }
 
+/* A renewal came after the place's lease had ended: the place is not
+ * given back (it may be another request's), and the request goes on
+ * without one. */
+static void
+ngx_http_throttle_place_lost(ngx_http_throttle_zone_t *zone) noexcept
+{
+    ngx_log_error(NGX_LOG_WARN, ngx_cycle->log, 0,
+                  "throttle zone \"%V\": a request in flight lost its place, "
+                  "whose lease had ended before its renewal",
+                  &zone->name);
+}
+
+/* A strict renewal's answer, whenever it comes: 1 renewed, 0 lost. The
+ * zone outlives it. */
+static void
+ngx_http_throttle_place_renewed(void *data, redisReply *reply, const char *,
+                                bool) noexcept
+{
+    if (reply && reply->type == REDIS_REPLY_INTEGER && reply->integer == 0) {
+        ngx_http_throttle_place_lost((ngx_http_throttle_zone_t *) data);
+    }
+}
+
 /* One place's renewal, if its zone's interval has passed since the last
  * (less half the timer's: a place is renewed on the tick nearest). */
 static void
@@ -158,7 +183,8 @@ ngx_http_throttle_renew_place(ngx_http_throttle_place_t *place,
     place->renewed = ngx_current_msec;
 
     if (ngx_http_throttle_strict(zone)) {
-        (void) ngx_http_throttle_strict_renew(place->check);
+        (void) ngx_http_throttle_strict_renew(
+            place->check, ngx_http_throttle_place_renewed, zone);
         return;
     }
 
@@ -166,10 +192,7 @@ ngx_http_throttle_renew_place(ngx_http_throttle_place_t *place,
         ngx_http_throttle_renew_key(&place->check->lookup, place->held_at);
 
     if (place->held_at < 0) {
-        ngx_log_error(NGX_LOG_WARN, ngx_cycle->log, 0,
-                      "throttle zone \"%V\": a request in flight lost its "
-                      "place, whose lease had ended before its renewal",
-                      &zone->name);
+        ngx_http_throttle_place_lost(zone);
     }
 }
 

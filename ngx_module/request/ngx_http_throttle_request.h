@@ -164,7 +164,9 @@ ngx_http_throttle_redis_cmd_t *ngx_http_throttle_strict_settle_send(
     ngx_http_throttle_redis_done_pt done, void *data) noexcept;
 bool ngx_http_throttle_strict_settle_taken(const redisReply *reply) noexcept;
 ngx_http_throttle_redis_cmd_t *
-ngx_http_throttle_strict_renew(ngx_http_throttle_check_t *check) noexcept;
+ngx_http_throttle_strict_renew(ngx_http_throttle_check_t      *check,
+                               ngx_http_throttle_redis_done_pt done,
+                               void                           *data) noexcept;
 
 /* ngx_http_throttle_places.cpp: concurrent=, the places requests hold */
 ngx_int_t ngx_http_throttle_hold_places(ngx_http_throttle_ctx_t *ctx) noexcept;

@@ -321,13 +321,14 @@ ngx_http_throttle_strict_settle_send(ngx_pool_t                *pool,
 }
 
 /* concurrent=: keeps the place of the check's request for another lease
- * (throttle::Policy::renew_call()). Nothing waits for the answer: a place
- * whose lease had ended is not given back, and the request goes on
- * without one. NULL if it could not be sent. */
+ * (throttle::Policy::renew_call()); "done" has its answer, nothing waits
+ * for it. NULL if it could not be sent (the transport says why). */
 ngx_http_throttle_redis_cmd_t *
-ngx_http_throttle_strict_renew(ngx_http_throttle_check_t *check) noexcept
+ngx_http_throttle_strict_renew(ngx_http_throttle_check_t      *check,
+                               ngx_http_throttle_redis_done_pt done,
+                               void                           *data) noexcept
 {
     return ngx_http_throttle_strict_eval(
-        check, check->lookup.zone->policy.renew_call(check->tokens), NULL,
-        NULL);
+        check, check->lookup.zone->policy.renew_call(check->tokens), done,
+        data);
 }

@@ -26,10 +26,11 @@ from tables import md_table, text_table  # noqa: E402
 
 BASELINE = "none"
 ORDER = ["none", "limit_req", "throttle_pass", "throttle_pass_authorized",
-         "throttle_pass_delay", "throttle_pass_settle",
+         "throttle_pass_delay", "throttle_pass_settle", "concurrent_pass",
          "throttle_pass_noheaders", "throttle_pass_no_counters",
          "throttle_pass_scraped", "api_pass",
          "strict_pass", "strict_api_pass", "strict_pass_settle",
+         "strict_concurrent_pass",
          "throttle_reject", "strict_reject",
          "throttle_pass_hot", "async_pass_hot", "throttle_pass_distinct",
          "async_pass_distinct", "fixed_window_pass", "sliding_window_pass",
@@ -47,6 +48,10 @@ NOTES = {
                            "request wait",
     "throttle_pass_settle": "as throttle_pass, settle= equal to the cost "
                             "(read when the request ends; nothing to move)",
+    "concurrent_pass": "concurrent=, always a place free: taken when "
+                       "admitted, freed when the request ends",
+    "strict_concurrent_pass": "as concurrent_pass, the places in Redis: "
+                              "the acquire script, then the release",
     "strict_pass_settle": "as strict_pass, settle= one unit more than the "
                           "cost: a second script (a charge) a request",
     "throttle_pass_noheaders": "as throttle_pass, throttle_headers off",
@@ -103,6 +108,8 @@ DELAY_RATIO = 0.97
 SETTLE_RATIO = 0.97
 # settle= that charges more in a strict zone: a second script a request
 STRICT_SETTLE_RATIO = 0.6
+# concurrent=: a place taken and freed costs what a rate's charge does
+CONCURRENT_RATIO = 0.95
 # The throttle_metrics counters, and scraping them, cost nearly nothing
 COUNTERS_RATIO = 0.98
 # Asking the decision endpoint costs about what a limited request does
@@ -123,6 +130,10 @@ PAIRS = [
     ("strict_pass_settle", "strict_pass",
      "settle= charging one unit more (a second script) vs no settle=, "
      "strict"),
+    ("concurrent_pass", "throttle_pass",
+     "a place held while in flight vs a rate, both passing"),
+    ("strict_concurrent_pass", "strict_pass",
+     "a place in Redis (acquire + release) vs a rate's one script"),
     ("throttle_pass", "throttle_pass_no_counters",
      "cost of the metrics counters"),
     ("throttle_pass_scraped", "throttle_pass",
@@ -555,6 +566,23 @@ def settle_targets(runs, connections):
     return out
 
 
+def concurrent_targets(runs, connections):
+    """concurrent=: a local zone's place costs what throttle_pass does
+    (at least 0.95 of it); a strict zone's is two scripts a request (the
+    acquire and the release), reported against strict_pass; both always
+    passing."""
+    out = like_throttle_pass_targets(runs, "concurrent_pass",
+                                     CONCURRENT_RATIO)
+    if redis_totals(runs, "strict_concurrent_pass"):
+        out.append(scripts_target(runs, "strict_concurrent_pass",
+                                  connections, 2,
+                                  "the acquire and the release"))
+    if runs.get("strict_concurrent_pass"):
+        out.append(non2xx_target(runs, "strict_concurrent_pass",
+                                 "always passing"))
+    return out
+
+
 def api_targets(runs, connections):
     """The decision endpoint against a limited static file, in local and
     strict mode: at least 0.9, always passing, and in strict mode one
@@ -917,6 +945,8 @@ def main():
          like_throttle_pass_targets(runs, "throttle_pass_delay", DELAY_RATIO)),
         ("settle= targets (charging what the response says)",
          settle_targets(runs, args.connections)),
+        ("concurrent= targets (requests in flight)",
+         concurrent_targets(runs, args.connections)),
         ("Decision endpoint targets (throttle_api against the same policy "
          "limiting a request)", api_targets(runs, args.connections)),
         ("Metrics targets (what the throttle_metrics counters and scraping "

@@ -136,9 +136,10 @@ DENSITY=$OUT/density.jsonl
 REDIS_DIR=$OUT/redis
 
 ALL_CONFIGS="none limit_req throttle_pass throttle_pass_authorized
-    throttle_pass_delay throttle_pass_settle
+    throttle_pass_delay throttle_pass_settle concurrent_pass
     throttle_pass_noheaders throttle_pass_no_counters throttle_pass_scraped
     api_pass strict_pass strict_api_pass strict_pass_settle
+    strict_concurrent_pass
     throttle_reject strict_reject throttle_pass_hot async_pass_hot
     throttle_pass_distinct async_pass_distinct
     fixed_window_pass sliding_window_pass sliding_log_pass
@@ -371,7 +372,8 @@ check() {
     [ "$got" = "$want" ] || die "/$path answered $got, expected $want"
 }
 for c in none limit_req throttle_pass throttle_pass_authorized \
-         throttle_pass_delay throttle_pass_settle throttle_pass_noheaders \
+         throttle_pass_delay throttle_pass_settle concurrent_pass \
+         throttle_pass_noheaders \
          "api_pass$(query_of api_pass)" \
          "throttle_pass_hot?k=1" "throttle_pass_distinct?k=1" \
          fixed_window_pass sliding_window_pass sliding_log_pass \
@@ -385,6 +387,7 @@ redis_counters
 calls_before=$RC_SCRIPTS
 check strict_pass 200
 check strict_pass_settle 200
+check strict_concurrent_pass 200
 check "strict_api_pass$(query_of strict_api_pass)" 200
 check strict_reject 200     # the one request a day, granted by Redis
 check strict_reject 429     # refused by Redis, which fills the denial cache
