@@ -216,7 +216,6 @@ case('a client that goes away frees its place', ['carol'], sub {
 case('an upstream error (502) frees its place', ['dave'], sub {
     my ($name) = @_;
     my @socks = held_n($name, 2, 'dave', '/slow?hold=1');
-    my $t0 = time;
     my $bad = probe($env, 'dave', '/slow?fail=1&ms=100');
     is(status_of($bad), 502, "$name: the 3rd gets 502");
     is(hdr($bad, 'X-Status'), 'PASSED', "$name: ... after it was admitted");
