@@ -220,3 +220,61 @@ GET /a.txt => 200
 GET /a.txt => 200
   > X-Key: k
   RateLimit ~ ^"c";r=[01]$
+
+
+
+=== TEST 19: a reload that changes a concurrent zone's lease is refused; the old configuration keeps serving
+--- http_config
+throttle_zone $http_x_key zone=c:1m concurrent=2 lease=10s;
+--- config
+location = /a.txt {
+    throttle zone=c;
+    add_header X-Gen 1 always;
+}
+--- requests
+GET /a.txt => 200
+  > X-Key: k
+  X-Gen: 1
+--- reload_http_config
+throttle_zone $http_x_key zone=c:1m concurrent=2 lease=20s;
+--- reload_config
+location = /a.txt {
+    throttle zone=c;
+    add_header X-Gen 2 always;
+}
+--- reload_fails
+~ \[emerg\] .*"c".*lease
+--- requests_after_reload
+GET /a.txt => 200
+  > X-Key: k
+  X-Gen: 1
+  RateLimit-Policy: "c";q=2
+
+
+
+=== TEST 20: a reload that turns a rate zone into a concurrent one is refused
+--- http_config
+throttle_zone $http_x_key zone=c:1m rate=1r/m burst=5;
+--- config
+location = /a.txt {
+    throttle zone=c;
+    add_header X-Gen 1 always;
+}
+--- requests
+GET /a.txt => 200
+  > X-Key: k
+  X-Gen: 1
+--- reload_http_config
+throttle_zone $http_x_key zone=c:1m concurrent=2;
+--- reload_config
+location = /a.txt {
+    throttle zone=c;
+    add_header X-Gen 2 always;
+}
+--- reload_fails
+~ \[emerg\] .*"c".*concurrent
+--- requests_after_reload
+GET /a.txt => 200
+  > X-Key: k
+  X-Gen: 1
+  RateLimit-Policy: "c";q=6;w=360
