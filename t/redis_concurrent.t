@@ -7,6 +7,8 @@
 #  - the places are shared by both nginx: 2 held on one and 1 on the
 #    other, the 4th is refused on either; each nginx's gauge counts its
 #    own; Redis empties as they end;
+#  - a client gone and an upstream error (502) give their places back to
+#    Redis;
 #  - a flood of 64 connections on one key for 3 s through both nginx,
 #    against answers of 50 ms: the backend never holds more than 3 of
 #    them, and Redis holds no place afterwards;
@@ -161,6 +163,30 @@ case('strict, one key on two nginx', ['sara', 'sam'], sub {
     }), "$name: both gauges are back to 0");
     three_free_ok("$name: B", $B, 'sara', '/slow?hold=1', 'streams');
     is($backend->stats('sara')->{max}, 3, "$name: never more than 3 in flight");
+});
+
+case('strict, a client gone and an upstream error free their places',
+     ['kim'], sub {
+    my ($name) = @_;
+    my @socks = held_n($name, $A, 2, 'kim', '/slow?hold=1');
+    is(scalar @socks, 2, "$name: 2 in flight through A");
+    my $bad = probe($B, 'kim', '/slow?fail=1&ms=100');
+    is(status_of($bad), 502, "$name: a 3rd, through B, gets 502");
+    ok(wait_until(2, sub { places('kim') == 2 }),
+       "$name: Redis holds 2 places after the 502")
+        or diag('ZCARD: ' . places('kim'));
+    close shift @socks;
+    ok($backend->wait_current('kim', 1), "$name: A gave up the request "
+                                         . 'whose client left');
+    ok(wait_until(2, sub { places('kim') == 1 }),
+       "$name: Redis holds 1 place after the client left")
+        or diag('ZCARD: ' . places('kim'));
+    push @socks, held_n("$name: B", $B, 2, 'kim', '/slow?hold=1');
+    is(scalar @socks, 3, "$name: 2 more take the 2 places, through B");
+    refused_ok("$name: the 4th", $A, 'kim', '/slow?hold=1', 'streams');
+    release_all('kim', @socks);
+    ok(wait_until(2, sub { places('kim') == 0 }),
+       "$name: then Redis holds no place");
 });
 
 case('strict, a flood of 64 connections on one key', ['flood'], sub {
