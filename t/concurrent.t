@@ -16,7 +16,8 @@
 #    half), and no place is left behind;
 #  - a reload with requests in flight: the old workers' requests keep
 #    their places (past a lease too) and free them when they end,
-#    nothing counted twice;
+#    nothing counted twice; a reload that raises concurrent= admits more
+#    at once, the places held staying held;
 #  - with a rate zone on the same location, a request the rate zone
 #    refuses takes no place, and one the concurrent zone refuses is not
 #    charged to the rate zone;
@@ -53,14 +54,13 @@ my $headers = <<'HEADERS';
     add_header X-Pid $pid always;
 HEADERS
 
-my $env = start_instance(
-    http_config => <<"HTTP",
+my $http = <<"HTTP";
 throttle_zone \$http_x_key zone=streams:1m concurrent=3;
 throttle_zone \$http_x_key zone=short:1m concurrent=3 lease=2s;
 throttle_zone \$http_x_key zone=rl:1m rate=1r/m burst=1;
 throttle_zone \$http_x_key zone=rl4:1m rate=1r/m burst=3;
 HTTP
-    config => <<"SERVER");
+my $server = <<"SERVER";
 location /slow {
     throttle zone=streams;
     proxy_pass http://127.0.0.1:$bport;
@@ -106,6 +106,7 @@ location = /metrics {
     throttle_metrics;
 }
 SERVER
+my $env = start_instance(http_config => $http, config => $server);
 
 my @killed;    # workers a case killed: their deaths are no crash
 
@@ -159,6 +160,46 @@ sub gauge {
 
 # nginx's workers (after a reload, the old ones too until they exit).
 sub workers { children_of($env->{master}) }
+
+# nginx -s reload (with a new http{} configuration if given) while
+# requests are in flight: the old workers stay until their requests end,
+# so the wait is for 2 new ones. (the old workers, the new ones)
+sub reload_in_flight {
+    my ($name, $new_http) = @_;
+    ThrottleTest::Nginx::write_config($env, undef, $new_http, $server)
+        if defined $new_http;
+    my @old = workers();
+    my %old = map { $_ => 1 } @old;
+    my ($rc, $out) = ThrottleTest::nginx_cmd($env, '-s', 'reload');
+    is($rc, 0, "$name: nginx -s reload") or diag($out);
+    my @new;
+    ok(wait_until(2 * $TIMEOUT, sub {
+        @new = grep { !$old{$_} } workers();
+        @new >= 2;
+    }), "$name: new workers started")
+        or diag("workers: @{[ workers() ]}\n" . Processes::read_file($env->{log}));
+    # an old worker names itself so right before it closes its listening
+    # socket; from then on, new connections go to the new workers
+    ok(wait_until($TIMEOUT, sub {
+        !grep { alive($_) && Processes::read_file("/proc/$_/cmdline")
+                                 !~ /shutting down/ } @old
+    }), "$name: the old workers are shutting down");
+    sleep 0.05;
+    return (\@old, \@new);
+}
+
+# A request a new worker (one of @$new) answered: probes until one does.
+sub probe_new {
+    my ($new, $key, $uri) = @_;
+    my %new = map { $_ => 1 } @$new;
+    my $res;
+    wait_until($TIMEOUT, sub {
+        $res = probe($env, $key, $uri);
+        return $new{ hdr($res, 'X-Pid') // 0 };
+    }, 0.1);
+    ok($new{ hdr($res, 'X-Pid') // 0 }, "a new worker answers $uri ($key)");
+    return $res;
+}
 
 # ---------------------------------------------------------------------------
 # Cases
@@ -327,27 +368,14 @@ case('reload with requests in flight', ['jack', 'kate'], sub {
     my @jack = held_n("$name: jack", 3, 'jack', '/slow?hold=1');
     my @kate = held_n("$name: kate", 3, 'kate', '/short?hold=1');
     is(scalar(@jack) + scalar(@kate), 6, "$name: 3 + 3 in flight");
-    my @old = workers();
-    my %old = map { $_ => 1 } @old;
-    my ($rc, $out) = ThrottleTest::nginx_cmd($env, '-s', 'reload');
-    is($rc, 0, "$name: nginx -s reload") or diag($out);
-    my @new;
-    ok(wait_until(2 * $TIMEOUT, sub {
-        @new = grep { !$old{$_} } workers();
-        @new >= 2;
-    }), "$name: new workers started") or diag("workers: @{[ workers() ]}");
+    my ($old, $new) = reload_in_flight($name);
+    my @old = @$old;
     ok(scalar(grep { alive($_) } @old),
        "$name: the old workers still serve their requests");
 
     # the new workers see the old ones' places
-    my %new = map { $_ => 1 } @new;
-    my $res;
-    wait_until($TIMEOUT, sub {
-        $res = probe($env, 'jack', '/slow?ms=0');
-        return $new{ hdr($res, 'X-Pid') // 0 };
-    }, 0.1);
-    ok($new{ hdr($res, 'X-Pid') // 0 }, "$name: a new worker answers");
-    is(status_of($res), 429, "$name: ... jack's 4th with 429");
+    my $res = probe_new($new, 'jack', '/slow?ms=0');
+    is(status_of($res), 429, "$name: a new worker refuses jack's 4th");
 
     # past a lease, the old workers still hold kate's places
     my $t0 = time;
@@ -425,6 +453,31 @@ case('SIGKILL of the workers holding the places', ['liam'], sub {
     ok(wait_until(2, sub { (gauge('short') // -1) == 0 }),
        "$name: nginx_throttle_in_flight for short is back to 0")
         or diag('gauge: ' . (gauge('short') // 'none'));
+});
+
+case('a reload that raises concurrent= applies at once', ['mona'], sub {
+    my ($name) = @_;
+    my @socks = held_n($name, 3, 'mona', '/slow?hold=1');
+    is(scalar @socks, 3, "$name: 3 in flight at concurrent=3");
+    (my $http4 = $http) =~ s/(zone=streams:1m) concurrent=3;/$1 concurrent=4;/
+        or die "no streams zone in the configuration\n";
+    reload_in_flight($name, $http4);
+    my $fourth = held("$name: a 4th", 'mona', '/slow?hold=1');
+    push @socks, $fourth if $fourth;
+    ok($fourth, "$name: the new limit admits a 4th while the 3 are held");
+    ConcurrentChecks::refused_ok("$name: the 5th", $env, 'mona', '/slow?hold=1',
+                                 'streams', 4);
+    my @res = release_all('mona', @socks);
+    is(join(' ', map { status_of($_) } @res), '200 200 200 200',
+       "$name: all 4 end with 200");
+    ConcurrentChecks::admitted_ok("$name: the 4th", $res[3], 0, 'streams', 4)
+        if $res[3];
+    my @again = held_n("$name: then", 4, 'mona', '/slow?hold=1');
+    is(scalar @again, 4, "$name: 4 in flight again, none counted twice");
+    ConcurrentChecks::refused_ok("$name: then the 5th", $env, 'mona',
+                                 '/slow?hold=1', 'streams', 4);
+    release_all('mona', @again);
+    is($backend->stats('mona')->{max}, 4, "$name: never more than 4 in flight");
 });
 
 my $log = stop_instance($env);

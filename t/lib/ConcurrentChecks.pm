@@ -22,6 +22,7 @@ package ConcurrentChecks;
 #         an admitted request's answer with 2 places left after it: 200,
 #         RateLimit-Policy "<zone>";q=3, RateLimit "<zone>";r=2,
 #         X-Status PASSED, X-Limit 3, X-Remaining 2, no Retry-After
+#     (both take the zone's limit last, when it is not 3)
 #     release_all('alice', @socks)
 #         the backend lets alice's held requests go: their responses
 #     three_free_ok($name, $env, 'alice', '/slow?hold=1', 'streams')
@@ -68,7 +69,8 @@ sub held_n {
 }
 
 sub refused_ok {
-    my ($name, $env, $key, $uri, $zone) = @_;
+    my ($name, $env, $key, $uri, $zone, $limit) = @_;
+    $limit //= 3;
     my ($sock, $res) = hold($env, $BACKEND, $key, $uri);
     if ($sock) {
         Test::More::fail("$name: refused");
@@ -79,8 +81,8 @@ sub refused_ok {
     Test::More::is(hdr($res, 'Retry-After'), 1, "$name: Retry-After: 1");
     Test::More::is(hdr($res, 'RateLimit'), qq{"$zone";r=0},
                    "$name: RateLimit r=0, no t");
-    Test::More::is(hdr($res, 'RateLimit-Policy'), qq{"$zone";q=3},
-                   "$name: RateLimit-Policy q=3, no w");
+    Test::More::is(hdr($res, 'RateLimit-Policy'), qq{"$zone";q=$limit},
+                   "$name: RateLimit-Policy q=$limit, no w");
     Test::More::is(hdr($res, 'X-Status'), 'REJECTED',
                    "$name: \$throttle_status");
     Test::More::is(hdr($res, 'X-Remaining'), 0, "$name: \$throttle_remaining");
@@ -88,14 +90,15 @@ sub refused_ok {
 }
 
 sub admitted_ok {
-    my ($name, $res, $left, $zone) = @_;
+    my ($name, $res, $left, $zone, $limit) = @_;
+    $limit //= 3;
     Test::More::is(status_of($res), 200, "$name: 200");
-    Test::More::is(hdr($res, 'RateLimit-Policy'), qq{"$zone";q=3},
-                   "$name: RateLimit-Policy q=3, no w");
+    Test::More::is(hdr($res, 'RateLimit-Policy'), qq{"$zone";q=$limit},
+                   "$name: RateLimit-Policy q=$limit, no w");
     Test::More::is(hdr($res, 'RateLimit'), qq{"$zone";r=$left},
                    "$name: RateLimit r=$left, no t");
     Test::More::is(hdr($res, 'X-Status'), 'PASSED', "$name: \$throttle_status");
-    Test::More::is(hdr($res, 'X-Limit'), 3, "$name: \$throttle_limit");
+    Test::More::is(hdr($res, 'X-Limit'), $limit, "$name: \$throttle_limit");
     Test::More::is(hdr($res, 'X-Remaining'), $left,
                    "$name: \$throttle_remaining");
     Test::More::ok(!defined hdr($res, 'Retry-After'), "$name: no Retry-After");
