@@ -8,7 +8,7 @@
 #    other, the 4th is refused on either; each nginx's gauge counts its
 #    own; Redis empties as they end;
 #  - a client gone and an upstream error (502) give their places back to
-#    Redis;
+#    Redis; a request a rate zone (strict or local) refuses keeps none;
 #  - a flood of 64 connections on one key for 3 s through both nginx,
 #    against answers of 50 ms: the backend never holds more than 3 of
 #    them, and Redis holds no place afterwards;
@@ -49,6 +49,8 @@ my %conf = (
 throttle_redis main server=127.0.0.1:$port timeout=1s;
 throttle_zone \$http_x_key zone=streams:1m concurrent=3 redis=main;
 throttle_zone \$http_x_key zone=short:1m concurrent=3 lease=${LEASE}s redis=main;
+throttle_zone \$http_x_key zone=rate_strict:1m rate=1r/m burst=1 redis=main;
+throttle_zone \$http_x_key zone=rate_local:1m rate=1r/m burst=1;
 HTTP
     config => <<"SERVER",
 location /slow {
@@ -64,6 +66,18 @@ location /short {
     add_header X-Status \$throttle_status always;
     add_header X-Limit \$throttle_limit always;
     add_header X-Remaining \$throttle_remaining always;
+}
+location /both_strict {
+    throttle zone=rate_strict;
+    throttle zone=streams;
+    proxy_pass http://127.0.0.1:$bport;
+    add_header X-Status \$throttle_status always;
+}
+location /both_local {
+    throttle zone=rate_local;
+    throttle zone=streams;
+    proxy_pass http://127.0.0.1:$bport;
+    add_header X-Status \$throttle_status always;
 }
 location = /metrics {
     throttle_metrics;
@@ -93,11 +107,13 @@ sub case {
     }
 }
 
-# The Redis key of $key's places (its name has "{<key>}"), or undef if
+# The Redis key of $key's places (its name has "{<key>}", and it is a
+# sorted set: a rate zone's key of the same name is not), or undef if
 # there is none.
 sub redis_key {
     my ($key) = @_;
-    my @names = grep { /\{\Q$key\E\}/ } $redis->keys_matching('*');
+    my @names = grep { $redis->cmd('TYPE', $_) eq 'zset' }
+                grep { /\{\Q$key\E\}/ } $redis->keys_matching('*');
     die "more than one Redis key for $key: @names\n" if @names > 1;
     return $names[0];
 }
@@ -135,6 +151,8 @@ case('strict, one key on two nginx', ['sara', 'sam'], sub {
     is(scalar @socks, 3, "$name: 2 in flight through A, 1 through B");
     is(places('sara'), 3, "$name: Redis holds 3 places");
     my $rkey = redis_key('sara') // '';
+    like($rkey, qr/^throttle:.*\{sara\}$/,
+         "$name: the key has the prefix and the key in its hash tag");
     is($redis->cmd('TYPE', $rkey), 'zset', "$name: $rkey is a sorted set");
     my $pttl = $redis->cmd('PTTL', $rkey);
     ok($pttl > 0 && $pttl <= 60_000,
@@ -188,6 +206,32 @@ case('strict, a client gone and an upstream error free their places',
     ok(wait_until(2, sub { places('kim') == 0 }),
        "$name: then Redis holds no place");
 });
+
+# rate_strict, rate_local: 2 requests a minute; streams: 3 at once
+for my $rate (qw(strict local)) {
+    my $key = "rate-$rate";
+    case("strict, a $rate rate zone refusing takes no place", [$key], sub {
+        my ($name) = @_;
+        my @socks = held_n($name, $A, 2, $key, "/both_$rate?hold=1");
+        is(scalar @socks, 2, "$name: 2 admitted by both zones");
+        my ($sock, $res) = hold($A, $backend, $key, "/both_$rate?hold=1");
+        push @socks, $sock if $sock;
+        is(status_of($res // {}), 429, "$name: the 3rd is refused");
+        like(hdr($res // {}, 'RateLimit') // '', qr/^"rate_$rate";r=0;t=\d+$/,
+             "$name: ... by the rate zone");
+        ok(wait_until(1, sub { places($key) == 2 }) && places($key) == 2,
+           "$name: Redis holds the 2 places of the admitted ones, no more")
+            or diag('ZCARD: ' . places($key));
+        my ($third) = held_n("$name: /slow", $B, 1, $key, '/slow?hold=1');
+        push @socks, $third if $third;
+        ok($third, "$name: the place the refused one did not keep is free");
+        refused_ok("$name: the 4th in flight", $B, $key, '/slow?hold=1',
+                   'streams');
+        release_all($key, @socks);
+        ok(wait_until(2, sub { places($key) == 0 }),
+           "$name: then Redis holds no place");
+    });
+}
 
 case('strict, a flood of 64 connections on one key', ['flood'], sub {
     my ($name) = @_;
