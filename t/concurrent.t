@@ -190,14 +190,14 @@ sub reload_in_flight {
 
 # A request a new worker (one of @$new) answered: probes until one does.
 sub probe_new {
-    my ($new, $key, $uri) = @_;
+    my ($name, $new, $key, $uri) = @_;
     my %new = map { $_ => 1 } @$new;
     my $res;
     wait_until($TIMEOUT, sub {
         $res = probe($env, $key, $uri);
         return $new{ hdr($res, 'X-Pid') // 0 };
     }, 0.1);
-    ok($new{ hdr($res, 'X-Pid') // 0 }, "a new worker answers $uri ($key)");
+    ok($new{ hdr($res, 'X-Pid') // 0 }, "$name: a new worker answers $uri ($key)");
     return $res;
 }
 
@@ -374,7 +374,7 @@ case('reload with requests in flight', ['jack', 'kate'], sub {
        "$name: the old workers still serve their requests");
 
     # the new workers see the old ones' places
-    my $res = probe_new($new, 'jack', '/slow?ms=0');
+    my $res = probe_new($name, $new, 'jack', '/slow?ms=0');
     is(status_of($res), 429, "$name: a new worker refuses jack's 4th");
 
     # past a lease, the old workers still hold kate's places
