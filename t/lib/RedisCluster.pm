@@ -95,6 +95,11 @@ sub start {
     }, $class;
     push @{ $self->{nodes} }, $self->_start_node($_)
         for 0 .. $masters * (1 + $replicas) - 1;
+    # nodes that announce a host name: stable() waits until each node
+    # knows them all
+    $self->{named} = grep {
+        grep { /^cluster-announce-hostname\s/ } $self->{node_conf}->($_)
+    } 0 .. $#{ $self->{nodes} };
     $self->_create($replicas);
     # redis-cli returns before every node has heard which nodes are
     # replicas: until then some see six masters
@@ -295,10 +300,12 @@ sub stable {
         $covered += $_->[1] - $_->[0] + 1 for map { @$_ } values %$owners;
         return 0 unless $covered == 16384;
         return 0 if grep { !$self->node_at_port($_)->running } keys %$owners;
-        # a host name reaches the other nodes with the pings
+        # a host name reaches the other nodes with the pings: until then
+        # a node's slot map names some masters by address only
+        my @named = grep { $_->{hostname} ne '' } $self->cluster_nodes($n);
+        return 0 if @named < ($self->{named} // 0);
         my $names = join ' ', map { "$_->{port}=$_->{hostname}" }
-            sort { $a->{port} <=> $b->{port} }
-            grep { $_->{hostname} ne '' } $self->cluster_nodes($n);
+            sort { $a->{port} <=> $b->{port} } @named;
         $views{ _owners_text($owners) . " $names" } = 1;
     }
     return 0 unless keys %views == 1;
