@@ -107,7 +107,7 @@ zone_params(SetupLine &setup, Mode mode)
     auto       rate = parse_rate(setup.word());
     params.algorithm = algorithm ? *algorithm.value : params.algorithm;
     params.rate = rate ? *rate.value : params.rate;
-    params.burst = setup.count(kMaxBurst, params.burst);
+    params.burst = setup.count(kMaxBurst, params.burst.value_or(0));
     return params;
 }
 
@@ -201,7 +201,7 @@ check_headers(const ThrottleResult &r, const Policy &policy)
 {
     constexpr std::string_view zone = "fuzz";
     char                       buf[max_header_value_len(zone.size())];
-    expect(format_ratelimit(buf, zone, r) <= sizeof(buf),
+    expect(format_ratelimit(buf, zone, policy, r) <= sizeof(buf),
            "RateLimit fits its room");
     expect(format_ratelimit_policy(buf, zone, policy) <= sizeof(buf),
            "RateLimit-Policy fits its room");
