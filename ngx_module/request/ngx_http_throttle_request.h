@@ -37,6 +37,8 @@ typedef struct {
     ngx_http_throttle_redis_cmd_t *cmd;       /* in flight */
     int64_t                        sent_at;   /* the zone's clock, us */
     int64_t                        tokens[2]; /* the charge, for a refund */
+    int64_t    flight; /* the key's flight it took: when it times out */
+    ngx_uint_t locked; /* its zone is locked in this pass */
     /* concurrent=: the place the request holds, NULL if none */
     ngx_http_throttle_place_t *place;
 } ngx_http_throttle_check_t;
@@ -62,6 +64,9 @@ struct ngx_http_throttle_ctx_s {
     /* while Redis answers, or the request waits */
     ngx_uint_t replies_awaited;
     ngx_int_t  rc; /* for the resumed handler */
+    /* while it waits for a flight's answer */
+    ngx_event_t *flight_timer;
+    ngx_msec_t   flight_since;
 
     /* called once every reply is in: the phase handler's runs the phases
      * again, throttle_api's answers the call */
@@ -155,6 +160,9 @@ ngx_int_t ngx_http_throttle_authorized_handler(ngx_http_request_t *r) noexcept;
 
 /* ngx_http_throttle_strict.cpp */
 ngx_uint_t ngx_http_throttle_strict_send(ngx_http_throttle_ctx_t *ctx) noexcept;
+ngx_int_t  ngx_http_throttle_strict_wait(ngx_http_throttle_ctx_t *ctx) noexcept;
+void
+ngx_http_throttle_strict_take_flights(ngx_http_throttle_ctx_t *ctx) noexcept;
 void ngx_http_throttle_strict_follow_up(ngx_http_throttle_ctx_t *ctx) noexcept;
 ngx_int_t ngx_http_throttle_strict_settle(ngx_http_request_t        *r,
                                           ngx_http_throttle_check_t *check,

@@ -169,6 +169,10 @@ void      ngx_http_throttle_release(ngx_http_throttle_lookup_t *check) noexcept;
 void      ngx_http_throttle_commit(ngx_http_throttle_lookup_t *check) noexcept;
 void      ngx_http_throttle_remember(ngx_http_throttle_lookup_t *check,
                                      int64_t sent_at, ngx_log_t *log) noexcept;
+void      ngx_http_throttle_take_flight(ngx_http_throttle_lookup_t *check,
+                                        int64_t                     until) noexcept;
+void      ngx_http_throttle_land_flight(ngx_http_throttle_lookup_t *check,
+                                        int64_t                     until) noexcept;
 void      ngx_http_throttle_forget_answers(ngx_http_throttle_lookup_t *check,
                                            ngx_msec_t timeout_ms) noexcept;
 ngx_int_t ngx_http_throttle_settle_key(ngx_http_throttle_lookup_t *check,
