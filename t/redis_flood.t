@@ -70,6 +70,8 @@ for my $o (@out) {
         if $o =~ /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/;
 }
 my $admitted = $requests - $rejected;
+my @all_latency = map { /Latency\s+(\S+)\s+\S+\s+(\S+)/ ? "avg $1 max $2" : () }
+                  @out;
 ok($requests > 0, "the flood ran ($requests requests)")
     or diag(join "\n", @out);
 is($errors, 0, 'no socket errors') or diag(join "\n", @out);
@@ -110,6 +112,8 @@ diag(sprintf 'flood: %d requests, %d admitted (ideal %d..%d over %.3f s), '
      . 'p50 %.0f ms, p99 %.0f ms, max %.0f ms',
      $requests, $admitted, $floor, $ceiling, $span, $scripts, $per, $mean,
      (@took ? $took[ int(0.5 * $#took) ] : 0), $p99, (@took ? $took[-1] : 0));
+diag('flood: every request\'s latency, as each wrk saw it: '
+     . join('; ', @all_latency));
 cmp_ok($per, '<=', 4, 'at most 4 scripts reached Redis per admitted request');
 
 # A stalled Redis: the key's flight times out, and the requests that waited
