@@ -43,7 +43,8 @@ struct StoredKey {
     PendingUnits pending;          // async: not yet synced; strict:
                                    // .since, see Policy::forget_answers();
                                    // .units, the key's flight (see
-                                   // Policy::flight_wait_us())
+                                   // Policy::flight_wait_us()), which a
+                                   // reload to another mode forgets
     KeyState state;
 };
 

@@ -414,10 +414,8 @@ Policy::merge_pending(PendingUnits kept,
 int64_t
 Policy::pending_total(const PendingUnits &pending) const noexcept
 {
-    // a strict key's pending words are its fence and its flight
     const Syncing *syncing = algorithm->syncing();
-    return mode == Mode::async && syncing != nullptr ? syncing->total(pending)
-                                                     : 0;
+    return syncing != nullptr ? syncing->total(pending) : 0;
 }
 
 } // namespace throttle

@@ -154,14 +154,6 @@ TEST(Flight, LocalAndAsyncZonesHaveNoFlights)
     EXPECT_EQ(p.flight_wait_us(&key, d, kSentAt), 0);
 }
 
-TEST(Flight, AStrictKeysFlightIsNoPendingUnit)
-{
-    const Policy &p = flooded_policy();
-    StoredKey     key;
-    p.take_flight(key, kSentAt + kTimeout);
-    EXPECT_EQ(p.pending_total(key.pending), 0);
-}
-
 namespace {
 
 // A request of one strict zone whose key has a flight, waiting at most
