@@ -50,6 +50,9 @@ location / {
     throttle_log_level info;
     access_log $TEST_NGINX_PREFIX/logs/admitted.log admitted if=$admitted;
 }
+location = /metrics {
+    throttle_metrics;
+}
 SERVER
 );
 
@@ -102,6 +105,15 @@ my $ceiling = int($RATE * ($span + 0.1)) + $BURST + 1;
 my $floor   = int($RATE * ($span - 0.1)) + $BURST + 1;
 cmp_ok($admitted, '<=', $ceiling, "admitted at most the ideal's ceiling");
 cmp_ok($admitted, '>=', $floor, "admitted at least the ideal's floor");
+
+# the requests that waited for the key's script in flight, by each nginx
+my $waits = 0;
+for my $n (@nodes) {
+    my $m = http_request($n, 'GET /metrics');
+    $waits += $1
+        if ($m->{body} // '') =~ /^nginx_throttle_flight_waits_total\{zone="flood"\} (\d+)/m;
+}
+ok($waits > 0, "requests waited for the key's script in flight ($waits)");
 
 my $per = $admitted ? $scripts / $admitted : 0;
 @took = sort { $a <=> $b } @took;

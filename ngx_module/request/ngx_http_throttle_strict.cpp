@@ -84,6 +84,22 @@ ngx_http_throttle_strict_wait_cleanup(void *data) noexcept
     }
 }
 
+/* A request waits for its keys' flights, for the first time: each zone
+ * whose key has one counts it. */
+static void
+ngx_http_throttle_strict_count_waits(
+    const ngx_http_throttle_ctx_t *ctx) noexcept
+{
+    ngx_uint_t i;
+
+    for (i = 0; i < ctx->nchecks; i++) {
+        if (ctx->decision.check(i).flight_wait_us > 0) {
+            ngx_http_throttle_metrics_add(
+                &ctx->checks[i].lookup.zone->sh->metrics.flight_waits, 1);
+        }
+    }
+}
+
 /* A strict key of the request has another request's script in flight:
  * the request looks again shortly (the decision's flight_poll_us()), and
  * its resume handler decides it then. NGX_AGAIN, or an error. */
@@ -109,6 +125,7 @@ ngx_http_throttle_strict_wait(ngx_http_throttle_ctx_t *ctx) noexcept
 
         ctx->flight_timer = ev;
         ctx->flight_since = ngx_current_msec;
+        ngx_http_throttle_strict_count_waits(ctx);
     }
 
     ngx_add_timer(

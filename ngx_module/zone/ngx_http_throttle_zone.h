@@ -47,8 +47,10 @@ typedef struct {
     /* keys removed to make room: expired ones, and ones still limited */
     ngx_atomic_t evicted_drained;
     ngx_atomic_t evicted_live;
-    /* strict: rejections made without Redis */
+    /* strict: rejections made without Redis; requests that waited for
+     * their key's script in flight */
     ngx_atomic_t denial_cache_hits;
+    ngx_atomic_t flight_waits;
     /* settle=: requests by how their settle ended */
     ngx_atomic_t settles[NGX_HTTP_THROTTLE_SETTLE_RESULTS];
     /* async: rounds by how they ended; keys Redis answered about; units
