@@ -150,7 +150,7 @@ ngx_http_throttle_decide_zones(ngx_http_throttle_ctx_t *ctx) noexcept
     decision.end_pass(room);
 
     if (decision.stage() == Stage::redis) {
-        ngx_http_throttle_strict_take_flights(ctx);
+        ngx_http_throttle_flight_take(ctx);
     }
 
     for (i = ctx->nchecks; i-- > 0; /* void */) {
@@ -277,7 +277,7 @@ ngx_http_throttle_proceed(ngx_http_throttle_ctx_t *ctx) noexcept
     }
 
     if (decision.stage() == Stage::flight) {
-        return ngx_http_throttle_strict_wait(ctx);
+        return ngx_http_throttle_flight_wait(ctx);
     }
 
     if (decision.stage() == Stage::redis) {

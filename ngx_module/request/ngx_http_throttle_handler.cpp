@@ -18,10 +18,10 @@
  *     A request whose strict key has another request's script in flight
  *     from this nginx (throttle::Policy::flight_wait_us()) waits too,
  *     WAITING, on a timer of its own that looks at the key again every
- *     millisecond (ngx_http_throttle_strict_wait()), until the flight has
- *     landed; then the same resume handler decides it again: from the
- *     memory the answer left, or by Redis. It waits at most its Redis's
- *     timeout in all.
+ *     millisecond (ngx_http_throttle_flight_wait()), or at once when the
+ *     flight was its own worker's and has landed; then the same resume
+ *     handler decides it again: from the memory the answer left, or by
+ *     Redis. It waits at most its Redis's timeout in all.
  *   - WAITING: nginx ran the phases again before Redis answered, or before
  *     the request's delay passed (a client event, a subrequest): still
  *     NGX_AGAIN.

@@ -39,6 +39,9 @@ typedef struct {
     int64_t                        tokens[2]; /* the charge, for a refund */
     int64_t    flight; /* the key's flight it took: when it times out */
     ngx_uint_t locked; /* its zone is locked in this pass */
+    /* in its zone's flight_waiters while it waits for its key's flight
+     * (next is NULL when not) */
+    ngx_queue_t flight_link;
     /* concurrent=: the place the request holds, NULL if none */
     ngx_http_throttle_place_t *place;
 } ngx_http_throttle_check_t;
@@ -160,9 +163,6 @@ ngx_int_t ngx_http_throttle_authorized_handler(ngx_http_request_t *r) noexcept;
 
 /* ngx_http_throttle_strict.cpp */
 ngx_uint_t ngx_http_throttle_strict_send(ngx_http_throttle_ctx_t *ctx) noexcept;
-ngx_int_t  ngx_http_throttle_strict_wait(ngx_http_throttle_ctx_t *ctx) noexcept;
-void
-ngx_http_throttle_strict_take_flights(ngx_http_throttle_ctx_t *ctx) noexcept;
 void ngx_http_throttle_strict_follow_up(ngx_http_throttle_ctx_t *ctx) noexcept;
 ngx_int_t ngx_http_throttle_strict_settle(ngx_http_request_t        *r,
                                           ngx_http_throttle_check_t *check,
@@ -175,6 +175,11 @@ ngx_http_throttle_redis_cmd_t *
 ngx_http_throttle_strict_renew(ngx_http_throttle_check_t      *check,
                                ngx_http_throttle_redis_done_pt done,
                                void                           *data) noexcept;
+
+/* ngx_http_throttle_flight.cpp: one script in flight per strict key */
+void ngx_http_throttle_flight_take(ngx_http_throttle_ctx_t *ctx) noexcept;
+void ngx_http_throttle_flight_land(ngx_http_throttle_check_t *check) noexcept;
+ngx_int_t ngx_http_throttle_flight_wait(ngx_http_throttle_ctx_t *ctx) noexcept;
 
 /* ngx_http_throttle_places.cpp: concurrent=, the places requests hold */
 ngx_int_t ngx_http_throttle_hold_places(ngx_http_throttle_ctx_t *ctx) noexcept;

@@ -17,16 +17,6 @@
 
 #include <hiredis/hiredis.h>
 
-/* The key's flight the check took is over. */
-static void
-ngx_http_throttle_strict_land(ngx_http_throttle_check_t *check) noexcept
-{
-    if (check->flight) {
-        ngx_http_throttle_land_flight(&check->lookup, check->flight);
-        check->flight = 0;
-    }
-}
-
 /* The request is going away: replies still on their way are dropped, and
  * the flights they were are over. */
 static void
@@ -41,98 +31,8 @@ ngx_http_throttle_strict_cleanup(void *data) noexcept
             ctx->checks[i].cmd = NULL;
         }
 
-        ngx_http_throttle_strict_land(&ctx->checks[i]);
+        ngx_http_throttle_flight_land(&ctx->checks[i]);
     }
-}
-
-/* Under the zones' locks: each key the request asks Redis about has its
- * script as flight until it times out. */
-void
-ngx_http_throttle_strict_take_flights(ngx_http_throttle_ctx_t *ctx) noexcept
-{
-    ngx_uint_t                 i;
-    ngx_http_throttle_check_t *check;
-
-    for (i = 0; i < ctx->nchecks; i++) {
-        check = &ctx->checks[i];
-
-        if (check->locked && check->lookup.node && ctx->decision.asks_redis(i))
-        {
-            check->flight = check->lookup.now
-                + (int64_t) check->lookup.zone->redis->timeout * 1000;
-            ngx_http_throttle_take_flight(&check->lookup, check->flight);
-        }
-    }
-}
-
-/* The look again at the flights a request waits for. */
-static void
-ngx_http_throttle_strict_poll(ngx_event_t *ev) noexcept
-{
-    ngx_http_throttle_ctx_t *ctx = (ngx_http_throttle_ctx_t *) ev->data;
-
-    ctx->resume_handler(ctx);
-}
-
-static void
-ngx_http_throttle_strict_wait_cleanup(void *data) noexcept
-{
-    ngx_event_t *ev = (ngx_event_t *) data;
-
-    if (ev->timer_set) {
-        ngx_del_timer(ev);
-    }
-}
-
-/* A request waits for its keys' flights, for the first time: each zone
- * whose key has one counts it. */
-static void
-ngx_http_throttle_strict_count_waits(
-    const ngx_http_throttle_ctx_t *ctx) noexcept
-{
-    ngx_uint_t i;
-
-    for (i = 0; i < ctx->nchecks; i++) {
-        if (ctx->decision.check(i).flight_wait_us > 0) {
-            ngx_http_throttle_metrics_add(
-                &ctx->checks[i].lookup.zone->sh->metrics.flight_waits, 1);
-        }
-    }
-}
-
-/* A strict key of the request has another request's script in flight:
- * the request looks again shortly (the decision's flight_poll_us()), and
- * its resume handler decides it then. NGX_AGAIN, or an error. */
-ngx_int_t
-ngx_http_throttle_strict_wait(ngx_http_throttle_ctx_t *ctx) noexcept
-{
-    ngx_event_t        *ev = ctx->flight_timer;
-    ngx_pool_cleanup_t *cln;
-    ngx_http_request_t *r = ctx->request;
-
-    if (ev == NULL) {
-        ev = (ngx_event_t *) ngx_pcalloc(r->pool, sizeof(ngx_event_t));
-        cln = ngx_pool_cleanup_add(r->pool, 0);
-        if (ev == NULL || cln == NULL) {
-            return NGX_HTTP_INTERNAL_SERVER_ERROR;
-        }
-
-        ev->handler = ngx_http_throttle_strict_poll;
-        ev->data = ctx;
-        ev->log = r->connection->log;
-        cln->handler = ngx_http_throttle_strict_wait_cleanup;
-        cln->data = ev;
-
-        ctx->flight_timer = ev;
-        ctx->flight_since = ngx_current_msec;
-        ngx_http_throttle_strict_count_waits(ctx);
-    }
-
-    ngx_add_timer(
-        ev, (ngx_msec_t) throttle::ceil_millis(ctx->decision.flight_poll_us()));
-
-    ctx->state = NGX_HTTP_THROTTLE_WAITING;
-    return NGX_AGAIN;
 }
 
 static void
@@ -304,7 +204,7 @@ ngx_http_throttle_strict_follow_up(ngx_http_throttle_ctx_t *ctx) noexcept
 
         /* after the answer is remembered: the requests that waited for
          * it are decided from it */
-        ngx_http_throttle_strict_land(check);
+        ngx_http_throttle_flight_land(check);
     }
 }
 

@@ -120,8 +120,10 @@ typedef struct {
     ngx_http_throttle_log_limit_t redis_log;
     ngx_http_throttle_log_limit_t settle_log;        /* bad settle= values */
     ngx_uint_t                    settles_in_flight; /* strict, to Redis */
-    ngx_msec_t                    renew_interval;    /* concurrent= */
-    ngx_event_t                  *sync_timer;
+    /* strict: the checks of requests waiting for their key's flight */
+    ngx_queue_t  flight_waiters;
+    ngx_msec_t   renew_interval; /* concurrent= */
+    ngx_event_t *sync_timer;
 } ngx_http_throttle_zone_t;
 
 /* Strict zones are decided by Redis; local and async ones by the zone. */
