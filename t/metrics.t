@@ -477,6 +477,7 @@ perl {
                      units    => { passed => 1, rejected => 4 });
     main::metrics_are($name, $m, {
         'nginx_throttle_denial_cache_hits_total{zone="z"}' => 3,
+        'nginx_throttle_flight_waits_total{zone="z"}' => 0,
     });
 }
 

@@ -96,7 +96,7 @@ perl {
               ['nginx_throttle_build_info', sort(@zones), sort(@backends)],
               "$name: build_info, then the zones' and the backends' families, "
               . "each sorted by name");
-    is(scalar @zones, 13, "$name: the zones' 13 families") or diag("@families");
+    is(scalar @zones, 14, "$name: the zones' 14 families") or diag("@families");
     is(scalar @backends, 4, "$name: a single server's 4 families")
         or diag("@families");
 }

@@ -188,6 +188,10 @@ ngx_http_throttle_api_resume(ngx_http_throttle_ctx_t *ctx) noexcept
         (ngx_http_throttle_api_call_t *) ctx->data;
 
     rc = ngx_http_throttle_complete(ctx);
+    if (rc == NGX_AGAIN) {
+        return; /* it waits again: for a flight's answer, or Redis's */
+    }
+
     ctx->state = NGX_HTTP_THROTTLE_DONE;
 
     ngx_http_finalize_request(r, ngx_http_throttle_api_reply(call, ctx, rc));

@@ -161,6 +161,14 @@ static constexpr ngx_http_throttle_metrics_family_t
          NGX_HTTP_THROTTLE_METRICS_STRICT,
          false,
          {NGX_HTTP_THROTTLE_COUNTER("", denial_cache_hits)}},
+        {"nginx_throttle_flight_waits_total",
+         "counter",
+         "Requests of a strict zone that waited for the answer to their "
+         "key's script in flight from this nginx, rather than ask Redis "
+         "at once.",
+         NGX_HTTP_THROTTLE_METRICS_STRICT,
+         false,
+         {NGX_HTTP_THROTTLE_COUNTER("", flight_waits)}},
         {"nginx_throttle_in_flight",
          "gauge",
          "Requests in flight that hold a place in a concurrent= zone, "

@@ -28,6 +28,10 @@ ngx_http_throttle_set_key(ngx_http_throttle_check_t *check,
     check->lookup.part->policy = &zone->policy;
     check->lookup.part->cost = cost;
     check->lookup.part->delay_units = delay_units;
+    /* how long it may wait for its key's flight, in all */
+    check->lookup.part->flight_budget_us = ngx_http_throttle_strict(zone)
+        ? (int64_t) zone->redis->timeout * 1000
+        : 0;
 }
 
 /* Evaluates a line's key and cost; NGX_DECLINED for an empty key. */
@@ -112,7 +116,9 @@ ngx_http_throttle_charge(ngx_http_throttle_ctx_t *ctx) noexcept
 /*
  * The zones that decide in this stage of the decision, under every zone's
  * lock at once: lines are sorted by zone name, so workers always lock in
- * the same order.
+ * the same order. A request that asks Redis takes its keys' flights under
+ * the same locks, so that no other request of this nginx finds the keys
+ * free meanwhile.
  */
 static void
 ngx_http_throttle_decide_zones(ngx_http_throttle_ctx_t *ctx) noexcept
@@ -123,14 +129,15 @@ ngx_http_throttle_decide_zones(ngx_http_throttle_ctx_t *ctx) noexcept
     throttle::RequestDecision &decision = ctx->decision;
 
     for (i = 0; i < ctx->nchecks; i++) {
-        if (decision.takes_part(i)) {
+        ctx->checks[i].locked = decision.takes_part(i);
+        if (ctx->checks[i].locked) {
             ngx_shmtx_lock(&ctx->checks[i].lookup.zone->shpool->mutex);
         }
     }
 
     for (i = 0; i < ctx->nchecks; i++) {
         check = &ctx->checks[i];
-        if (decision.takes_part(i)) {
+        if (check->locked) {
             check->lookup.now = check->lookup.zone->policy.now_us();
             ngx_http_throttle_lookup(&check->lookup);
         }
@@ -140,13 +147,17 @@ ngx_http_throttle_decide_zones(ngx_http_throttle_ctx_t *ctx) noexcept
         room = ngx_http_throttle_charge(ctx) == NGX_OK;
     }
 
+    decision.end_pass(room);
+
+    if (decision.stage() == Stage::redis) {
+        ngx_http_throttle_flight_take(ctx);
+    }
+
     for (i = ctx->nchecks; i-- > 0; /* void */) {
-        if (decision.takes_part(i)) {
+        if (ctx->checks[i].locked) {
             ngx_shmtx_unlock(&ctx->checks[i].lookup.zone->shpool->mutex);
         }
     }
-
-    decision.end_pass(room);
 }
 
 /*
@@ -265,6 +276,10 @@ ngx_http_throttle_proceed(ngx_http_throttle_ctx_t *ctx) noexcept
         ngx_http_throttle_metrics_denials(ctx);
     }
 
+    if (decision.stage() == Stage::flight) {
+        return ngx_http_throttle_flight_wait(ctx);
+    }
+
     if (decision.stage() == Stage::redis) {
         if (ngx_http_throttle_strict_send(ctx) != 0) {
             ctx->state = NGX_HTTP_THROTTLE_WAITING;
@@ -284,11 +299,19 @@ ngx_http_throttle_proceed(ngx_http_throttle_ctx_t *ctx) noexcept
     return ngx_http_throttle_conclude(ctx);
 }
 
-/* Every Redis reply is in (or has failed): the decision goes on. */
+/* Every Redis reply is in (or has failed), or it is time to look at the
+ * flights waited for again: the decision goes on (NGX_AGAIN if it waits
+ * again). */
 ngx_int_t
 ngx_http_throttle_complete(ngx_http_throttle_ctx_t *ctx) noexcept
 {
-    ctx->decision.redis_done();
+    if (ctx->decision.stage() == Stage::flight) {
+        ctx->decision.retry((int64_t) (ngx_current_msec - ctx->flight_since)
+                            * 1000);
+    } else {
+        ctx->decision.redis_done();
+    }
+
     return ngx_http_throttle_proceed(ctx);
 }
 

@@ -15,6 +15,13 @@
  *     Local and async zones, and strict zones' denial caches, decide at
  *     once. If a strict zone must ask Redis, the handler returns NGX_AGAIN,
  *     WAITING: the request waits for the replies, and no worker blocks.
+ *     A request whose strict key has another request's script in flight
+ *     from this nginx (throttle::Policy::flight_wait_us()) waits too,
+ *     WAITING, on a timer of its own that looks at the key again every
+ *     millisecond (ngx_http_throttle_flight_wait()), or at once when the
+ *     flight was its own worker's and has landed; then the same resume
+ *     handler decides it again: from the memory the answer left, or by
+ *     Redis. It waits at most its Redis's timeout in all.
  *   - WAITING: nginx ran the phases again before Redis answered, or before
  *     the request's delay passed (a client event, a subrequest): still
  *     NGX_AGAIN.
@@ -127,6 +134,10 @@ ngx_http_throttle_resume(ngx_http_throttle_ctx_t *ctx) noexcept
     ngx_connection_t   *c = r->connection;
 
     rc = ngx_http_throttle_complete(ctx);
+
+    if (rc == NGX_AGAIN) {
+        return; /* it waits again: for a flight's answer, or Redis's */
+    }
 
     if (ngx_http_throttle_status(ctx) == throttle::Status::delayed) {
         rc = ngx_http_throttle_hold(ctx, rc);

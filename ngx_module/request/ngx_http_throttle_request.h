@@ -37,6 +37,11 @@ typedef struct {
     ngx_http_throttle_redis_cmd_t *cmd;       /* in flight */
     int64_t                        sent_at;   /* the zone's clock, us */
     int64_t                        tokens[2]; /* the charge, for a refund */
+    int64_t    flight; /* the key's flight it took: when it times out */
+    ngx_uint_t locked; /* its zone is locked in this pass */
+    /* in its zone's flight_waiters while it waits for its key's flight
+     * (next is NULL when not) */
+    ngx_queue_t flight_link;
     /* concurrent=: the place the request holds, NULL if none */
     ngx_http_throttle_place_t *place;
 } ngx_http_throttle_check_t;
@@ -62,6 +67,9 @@ struct ngx_http_throttle_ctx_s {
     /* while Redis answers, or the request waits */
     ngx_uint_t replies_awaited;
     ngx_int_t  rc; /* for the resumed handler */
+    /* while it waits for a flight's answer */
+    ngx_event_t *flight_timer;
+    ngx_msec_t   flight_since;
 
     /* called once every reply is in: the phase handler's runs the phases
      * again, throttle_api's answers the call */
@@ -167,6 +175,11 @@ ngx_http_throttle_redis_cmd_t *
 ngx_http_throttle_strict_renew(ngx_http_throttle_check_t      *check,
                                ngx_http_throttle_redis_done_pt done,
                                void                           *data) noexcept;
+
+/* ngx_http_throttle_flight.cpp: one script in flight per strict key */
+void ngx_http_throttle_flight_take(ngx_http_throttle_ctx_t *ctx) noexcept;
+void ngx_http_throttle_flight_land(ngx_http_throttle_check_t *check) noexcept;
+ngx_int_t ngx_http_throttle_flight_wait(ngx_http_throttle_ctx_t *ctx) noexcept;
 
 /* ngx_http_throttle_places.cpp: concurrent=, the places requests hold */
 ngx_int_t ngx_http_throttle_hold_places(ngx_http_throttle_ctx_t *ctx) noexcept;

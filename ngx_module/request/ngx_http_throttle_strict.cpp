@@ -17,7 +17,8 @@
 
 #include <hiredis/hiredis.h>
 
-/* The request is going away: replies still on their way are dropped. */
+/* The request is going away: replies still on their way are dropped, and
+ * the flights they were are over. */
 static void
 ngx_http_throttle_strict_cleanup(void *data) noexcept
 {
@@ -29,6 +30,8 @@ ngx_http_throttle_strict_cleanup(void *data) noexcept
             ngx_http_throttle_redis_detach(ctx->checks[i].cmd);
             ctx->checks[i].cmd = NULL;
         }
+
+        ngx_http_throttle_flight_land(&ctx->checks[i]);
     }
 }
 
@@ -198,6 +201,10 @@ ngx_http_throttle_strict_follow_up(ngx_http_throttle_ctx_t *ctx) noexcept
         case throttle::FollowUp::none:
             break;
         }
+
+        /* after the answer is remembered: the requests that waited for
+         * it are decided from it */
+        ngx_http_throttle_flight_land(check);
     }
 }
 

@@ -252,6 +252,41 @@ ngx_http_throttle_lookup(ngx_http_throttle_lookup_t *check) noexcept
     check->part->decision = check->zone->policy.decide(
         tn ? &tn->stored : NULL, tn ? ngx_http_throttle_node_log(tn) : NULL,
         check->now, check->part->cost);
+    check->part->flight_wait_us = check->zone->policy.flight_wait_us(
+        tn ? &tn->stored : NULL, check->part->decision, check->now);
+}
+
+/* Under the zone's lock, after a lookup: the check's request asks Redis,
+ * and its script is the key's flight until `until` (when it will have
+ * timed out), which the zone's other requests for the key may wait for.
+ * A key the zone holds no node for has no flight: its requests all go. */
+void
+ngx_http_throttle_take_flight(ngx_http_throttle_lookup_t *check,
+                              int64_t                     until) noexcept
+{
+    if (check->node) {
+        check->zone->policy.take_flight(check->node->stored, until);
+    }
+}
+
+/* The flight that ends at `until` is over: answered (and remembered), or
+ * failed, or its request gone. */
+void
+ngx_http_throttle_land_flight(ngx_http_throttle_lookup_t *check,
+                              int64_t                     until) noexcept
+{
+    ngx_http_throttle_zone_t *zone = check->zone;
+
+    ngx_shmtx_lock(&zone->shpool->mutex);
+
+    check->now = zone->policy.now_us();
+    ngx_http_throttle_find(check);
+
+    if (check->node) {
+        zone->policy.land_flight(check->node->stored, until);
+    }
+
+    ngx_shmtx_unlock(&zone->shpool->mutex);
 }
 
 /*

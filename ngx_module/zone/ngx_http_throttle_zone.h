@@ -47,8 +47,10 @@ typedef struct {
     /* keys removed to make room: expired ones, and ones still limited */
     ngx_atomic_t evicted_drained;
     ngx_atomic_t evicted_live;
-    /* strict: rejections made without Redis */
+    /* strict: rejections made without Redis; requests that waited for
+     * their key's script in flight */
     ngx_atomic_t denial_cache_hits;
+    ngx_atomic_t flight_waits;
     /* settle=: requests by how their settle ended */
     ngx_atomic_t settles[NGX_HTTP_THROTTLE_SETTLE_RESULTS];
     /* async: rounds by how they ended; keys Redis answered about; units
@@ -118,8 +120,10 @@ typedef struct {
     ngx_http_throttle_log_limit_t redis_log;
     ngx_http_throttle_log_limit_t settle_log;        /* bad settle= values */
     ngx_uint_t                    settles_in_flight; /* strict, to Redis */
-    ngx_msec_t                    renew_interval;    /* concurrent= */
-    ngx_event_t                  *sync_timer;
+    /* strict: the checks of requests waiting for their key's flight */
+    ngx_queue_t  flight_waiters;
+    ngx_msec_t   renew_interval; /* concurrent= */
+    ngx_event_t *sync_timer;
 } ngx_http_throttle_zone_t;
 
 /* Strict zones are decided by Redis; local and async ones by the zone. */
@@ -169,6 +173,10 @@ void      ngx_http_throttle_release(ngx_http_throttle_lookup_t *check) noexcept;
 void      ngx_http_throttle_commit(ngx_http_throttle_lookup_t *check) noexcept;
 void      ngx_http_throttle_remember(ngx_http_throttle_lookup_t *check,
                                      int64_t sent_at, ngx_log_t *log) noexcept;
+void      ngx_http_throttle_take_flight(ngx_http_throttle_lookup_t *check,
+                                        int64_t                     until) noexcept;
+void      ngx_http_throttle_land_flight(ngx_http_throttle_lookup_t *check,
+                                        int64_t                     until) noexcept;
 void      ngx_http_throttle_forget_answers(ngx_http_throttle_lookup_t *check,
                                            ngx_msec_t timeout_ms) noexcept;
 ngx_int_t ngx_http_throttle_settle_key(ngx_http_throttle_lookup_t *check,

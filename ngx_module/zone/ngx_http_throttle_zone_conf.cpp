@@ -314,6 +314,7 @@ ngx_http_throttle_zone_add(ngx_conf_t *cf, ngx_http_throttle_zone_args_t *za,
     zone->policy = policy;
     zone->renew_interval = (ngx_msec_t) (policy.renew_interval_us() / 1000);
     zone->shm_zone = shm_zone;
+    ngx_queue_init(&zone->flight_waiters);
     zone->redis_name = za->redis_name;
     zone->file = cf->conf_file->file.name;
     zone->line = cf->conf_file->line;

@@ -48,6 +48,27 @@ ngx_http_throttle_forget_syncs(ngx_http_throttle_zone_t *zone,
     }
 }
 
+/* A strict zone whose keys are kept by a zone of another mode: their
+ * flights (pending.units, throttle::Policy::flight_wait_us()) are not
+ * units to sync. */
+static void
+ngx_http_throttle_forget_flights(ngx_http_throttle_zone_t *zone) noexcept
+{
+    ngx_queue_t              *q;
+    ngx_http_throttle_node_t *tn;
+
+    ngx_shmtx_lock(&zone->shpool->mutex);
+
+    for (q = ngx_queue_head(&zone->sh->queue);
+         q != ngx_queue_sentinel(&zone->sh->queue); q = ngx_queue_next(q))
+    {
+        tn = ngx_queue_data(q, ngx_http_throttle_node_t, queue);
+        tn->stored.pending.units = 0;
+    }
+
+    ngx_shmtx_unlock(&zone->shpool->mutex);
+}
+
 /* A reload: the zone kept its name and size, so it keeps its keys,
  * unless they no longer mean the same thing. */
 static ngx_int_t
@@ -82,6 +103,10 @@ ngx_http_throttle_reuse_zone(ngx_shm_zone_t           *shm_zone,
 
     if (ngx_http_throttle_async(ozone) && !ngx_http_throttle_async(zone)) {
         ngx_http_throttle_forget_syncs(zone, shm_zone->shm.log);
+    }
+
+    if (ngx_http_throttle_strict(ozone) && !ngx_http_throttle_strict(zone)) {
+        ngx_http_throttle_forget_flights(zone);
     }
 
     return NGX_OK;

@@ -31,7 +31,7 @@ ORDER = ["none", "limit_req", "throttle_pass", "throttle_pass_authorized",
          "throttle_pass_scraped", "api_pass",
          "strict_pass", "strict_api_pass", "strict_pass_settle",
          "strict_concurrent_pass",
-         "throttle_reject", "strict_reject",
+         "throttle_reject", "strict_reject", "strict_flooded_key",
          "throttle_pass_hot", "async_pass_hot", "throttle_pass_distinct",
          "async_pass_distinct", "fixed_window_pass", "sliding_window_pass",
          "sliding_log_pass", "strict_fixed_window_pass",
@@ -67,6 +67,10 @@ NOTES = {
     "strict_pass": "as throttle_pass, decided by Redis (strict mode)",
     "strict_reject": "as throttle_reject, Redis-backed: rejected from the "
                      "denial cache",
+    "strict_flooded_key": "one key at 50r/s burst=10, flooded: a few "
+                          "admitted, the rest rejected from the denial "
+                          "cache or from the answer of the key's script "
+                          "in flight",
     "throttle_pass_hot": "as throttle_pass, keyed on ?k=, %(hot)s keys "
                          "in turn (wrk Lua script)",
     "async_pass_hot": "as throttle_pass_hot, async mode (synced to Redis "
@@ -182,6 +186,12 @@ DENSITY_TARGET = 8000
 STRICT_PASS_RATIO = 0.5      # strict_pass >= 0.5 x throttle_pass
 STRICT_REJECT_RATIO = 0.9    # strict_reject >= 0.9 x throttle_reject
 STRICT_REJECT_CMDS = 0.01    # Redis commands per rejected request, at most
+# The flooded key: at most this many scripts per admitted request, and
+# admitted what one exact funnel (50r/s burst=10) admits in a run, give or
+# take 0.1 s of timing
+FLOODED_SCRIPTS_PER_ADMITTED = 4
+FLOODED_RATE = 50
+FLOODED_BURST = 10
 # The targets for async mode
 ASYNC_PASS_RATIO = 0.9       # async passing >= 0.9 x local passing
 ASYNC_HOT_CMDS = 0.02        # Redis commands per request, hot keys, at most
@@ -366,6 +376,36 @@ def strict_targets(runs, connections):
             "strict_reject: %d responses were not rejections (a request "
             "Redis did not decide passes there), target 0" % passed,
             passed == 0))
+    return out
+
+
+def flooded_targets(runs, duration):
+    """strict_flooded_key: scripts per admitted request, and what each
+    round admitted against one exact funnel's floor and ceiling (the key
+    drains between rounds, at most to a fresh key's burst + 1)."""
+    redis = redis_totals(runs, "strict_flooded_key")
+    if not redis:
+        return []
+    scripts, _, _, requests, _ = redis
+    rs = runs["strict_flooded_key"]
+    admitted = {r: v["requests"] - v["non2xx"] for r, v in rs.items()}
+    total = sum(admitted.values())
+    out = [(
+        "strict_flooded_key: %s EVALSHA/EVAL per admitted request (%d "
+        "scripts, %d admitted of %d requests), target <= %d"
+        % (per_request(scripts, total), scripts, total, requests,
+           FLOODED_SCRIPTS_PER_ADMITTED),
+        total > 0 and scripts / total <= FLOODED_SCRIPTS_PER_ADMITTED)]
+    if duration:
+        floor = int(FLOODED_RATE * (duration - 0.1))
+        ceiling = int(FLOODED_RATE * (duration + 0.1)) + FLOODED_BURST + 1
+        each = ", ".join("%d" % admitted[r]
+                         for r in sorted(admitted, key=int))
+        out.append((
+            "strict_flooded_key: admitted per round %s, target between "
+            "%d and %d (one exact funnel over %g s)"
+            % (each, floor, ceiling, duration),
+            all(floor <= a <= ceiling for a in admitted.values())))
     return out
 
 
@@ -935,7 +975,8 @@ def main():
         pair_txt = pair_md = ""
 
     targets = [
-        ("Strict mode targets", strict_targets(runs, args.connections)),
+        ("Strict mode targets", strict_targets(runs, args.connections)
+         + flooded_targets(runs, args.duration)),
         ("Async mode targets", async_targets(runs, args.duration)),
         ("Phase target (phase=authorized against the preaccess default)",
          like_throttle_pass_targets(runs, "throttle_pass_authorized",

@@ -140,7 +140,8 @@ ALL_CONFIGS="none limit_req throttle_pass throttle_pass_authorized
     throttle_pass_noheaders throttle_pass_no_counters throttle_pass_scraped
     api_pass strict_pass strict_api_pass strict_pass_settle
     strict_concurrent_pass
-    throttle_reject strict_reject throttle_pass_hot async_pass_hot
+    throttle_reject strict_reject strict_flooded_key
+    throttle_pass_hot async_pass_hot
     throttle_pass_distinct async_pass_distinct
     fixed_window_pass sliding_window_pass sliding_log_pass
     strict_fixed_window_pass strict_sliding_window_pass
@@ -391,6 +392,7 @@ check strict_concurrent_pass 200
 check "strict_api_pass$(query_of strict_api_pass)" 200
 check strict_reject 200     # the one request a day, granted by Redis
 check strict_reject 429     # refused by Redis, which fills the denial cache
+check strict_flooded_key 200  # the key's first request
 redis_counters
 # at least 4 (a first EVALSHA answered NOSCRIPT is followed by an EVAL)
 [ $((RC_SCRIPTS - calls_before)) -ge 4 ] \

@@ -40,8 +40,11 @@ struct PendingUnits {
 // zone's clock.
 struct StoredKey {
     int64_t      expire_at_us = 0; // stale from then on
-    PendingUnits pending;          // async: not yet synced; strict: see
-                                   // Policy::forget_answers()
+    PendingUnits pending;          // async: not yet synced; strict:
+                                   // .since, see Policy::forget_answers();
+                                   // .units, the key's flight (see
+                                   // Policy::flight_wait_us()), which a
+                                   // reload to another mode forgets
     KeyState state;
 };
 

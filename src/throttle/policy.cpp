@@ -341,6 +341,32 @@ Policy::forget_answers(StoredKey &key, int64_t now,
     key.pending.since = std::max(key.pending.since, answered_by_us);
 }
 
+int64_t
+Policy::flight_wait_us(const StoredKey *key, const Decision &decided,
+                       int64_t now) const noexcept
+{
+    if (mode != Mode::strict || key == nullptr || key->pending.units <= now
+        || decided.result.limited || decided.result.remaining > 0)
+    {
+        return 0;
+    }
+    return key->pending.units - now;
+}
+
+void
+Policy::take_flight(StoredKey &key, int64_t until_us) const noexcept
+{
+    key.pending.units = std::max(key.pending.units, until_us);
+}
+
+void
+Policy::land_flight(StoredKey &key, int64_t until_us) const noexcept
+{
+    if (key.pending.units == until_us) {
+        key.pending.units = 0;
+    }
+}
+
 SyncLayout
 Policy::sync_layout() const noexcept
 {

@@ -196,6 +196,28 @@ struct Policy {
     void forget_answers(StoredKey &key, int64_t now_us,
                         int64_t answered_by_us) const noexcept;
 
+    // One flight per key: while a decision script for a key is in flight
+    // from this nginx (its "flight", which the zone keeps in the key's
+    // pending.units: when it will have timed out), the nginx's other
+    // requests that would take the last unit the zone knows of wait for
+    // its answer rather than all go to Redis at once (a flooded key),
+    // and are decided again from the memory it updates: rejected if it
+    // proves Redis would reject them, else one of them is the next
+    // flight. A request whose memory shows room for more than itself goes
+    // to Redis at once, as before: several may be admitted at once.
+    //
+    // How long a request that decide() let go to Redis (`decided`) may
+    // wait for the key's flight, at most (until it times out): 0 if it
+    // goes to Redis now.
+    int64_t flight_wait_us(const StoredKey *key, const Decision &decided,
+                           int64_t now_us) const noexcept;
+    // The request goes to Redis: its script is the key's flight until
+    // until_us (when it was sent, plus the backend's timeout).
+    void take_flight(StoredKey &key, int64_t until_us) const noexcept;
+    // The flight that ends at until_us is over (answered, failed, or its
+    // request gone): the key has none, unless another has taken it since.
+    void land_flight(StoredKey &key, int64_t until_us) const noexcept;
+
     // --- async zones
 
     SyncLayout sync_layout() const noexcept;

@@ -1,9 +1,16 @@
 // SPDX-License-Identifier: BSD-2-Clause
 #include "throttle/request.hpp"
 
+#include <algorithm>
+
 namespace throttle {
 
 namespace {
+
+// How often a request waiting for a flight looks again: the answer of a
+// flooded key's flight takes a round trip, less than a millisecond on a
+// LAN.
+constexpr int64_t kFlightPollUs = 1000;
 
 // How long a result asks to wait: a cost that never fits, longest of all.
 int64_t
@@ -58,6 +65,7 @@ RequestDecision::begin(const RequestRules &rules, ZoneCheck *checks,
     asked_redis_ = false;
     redis_failed_ = false;
     admitted_ = false;
+    waited_us_ = 0;
     outcome_ = Outcome{};
 
     for (size_t i = 0; i < n; i++) {
@@ -130,6 +138,8 @@ RequestDecision::end_pass(bool room) noexcept
     if (stage_ == Stage::zones) {
         if (rejected || !strict_) {
             finish(rejected);
+        } else if (waits_for_flight()) {
+            stage_ = Stage::flight;
         } else {
             asked_redis_ = true;
             stage_ = Stage::redis;
@@ -144,6 +154,49 @@ RequestDecision::end_pass(bool room) noexcept
         fail();
     } else {
         finish(rejected);
+    }
+}
+
+int64_t
+RequestDecision::flight_budget_us() const noexcept
+{
+    int64_t budget = INT64_MAX;
+
+    for (size_t i = 0; i < n_; i++) {
+        if (checks_[i].strict()) {
+            budget = std::min(budget, checks_[i].flight_budget_us);
+        }
+    }
+    return budget;
+}
+
+// Whether a strict zone's key has a flight to wait for, and the request
+// may still wait.
+bool
+RequestDecision::waits_for_flight() const noexcept
+{
+    bool flight = false;
+
+    for (size_t i = 0; i < n_; i++) {
+        flight =
+            flight || (checks_[i].strict() && checks_[i].flight_wait_us > 0);
+    }
+    return flight && waited_us_ < flight_budget_us();
+}
+
+int64_t
+RequestDecision::flight_poll_us() const noexcept
+{
+    return std::clamp<int64_t>(flight_budget_us() - waited_us_, 1,
+                               kFlightPollUs);
+}
+
+void
+RequestDecision::retry(int64_t waited_us) noexcept
+{
+    if (stage_ == Stage::flight) {
+        waited_us_ = std::max(waited_us_, waited_us);
+        stage_ = Stage::zones;
     }
 }
 

@@ -11,6 +11,9 @@
 //   zones              every zone decides from what it holds (a strict zone
 //                      from its memory of Redis's rejections); the local and
 //                      async ones are charged if no strict zone asks Redis
+//   flight             a strict zone's key has a script of another request
+//                      in flight (Policy::flight_wait_us()): the request
+//                      waits for its answer, then the zones decide again
 //   redis              the strict zones' answers are awaited
 //   zones_after_redis  Redis admitted the request: the other zones decide
 //                      again, and are charged if they agree
@@ -121,10 +124,15 @@ struct ZoneCheck {
     int64_t       delay_units = kNoDelay; // the line's delay=
 
     // as the decision goes
-    Decision decision{};      // the zone's, or Redis's answer
-    int64_t  wait_us = 0;     // how long this zone holds the request back
-    bool     failed = false;  // its Redis did not answer
-    bool     charged = false; // the zone keeps the cost
+    Decision decision{};  // the zone's, or Redis's answer
+    int64_t  wait_us = 0; // how long this zone holds the request back
+    // strict: how long the request may wait for its key's flight (from
+    // Policy::flight_wait_us(), each zone pass; 0: it need not), and in
+    // all for flights (its Redis's timeout)
+    int64_t flight_wait_us = 0;
+    int64_t flight_budget_us = 0;
+    bool    failed = false;  // its Redis did not answer
+    bool    charged = false; // the zone keeps the cost
 
     bool strict() const noexcept
     {
@@ -172,6 +180,7 @@ class RequestDecision {
     enum class Stage : uint8_t {
         idle,
         zones,
+        flight,
         redis,
         zones_after_redis,
         decided
@@ -196,6 +205,16 @@ class RequestDecision {
     // Check i is a strict zone that turned the request away from its
     // memory of Redis's rejections.
     bool denied_from_memory(size_t i) const noexcept;
+
+    // --- the flight stage
+
+    // How long the caller waits before the zones decide again: a short
+    // look, never past what the request may still wait.
+    int64_t flight_poll_us() const noexcept;
+    // The request has waited `waited_us` in all: the zones decide again.
+    // A request that has waited as long as its Redis's timeout (the
+    // smallest, over its strict zones) waits no more: it asks Redis.
+    void retry(int64_t waited_us) noexcept;
 
     // --- the redis stage
 
@@ -239,11 +258,13 @@ class RequestDecision {
     Status verdict(size_t i) const noexcept;
 
   private:
-    bool any_limited() const noexcept;
-    void fail() noexcept;
-    void finish(bool rejected) noexcept;
-    void waits() noexcept;
-    void keep_redis_charges(bool admitted) noexcept;
+    bool    any_limited() const noexcept;
+    bool    waits_for_flight() const noexcept;
+    int64_t flight_budget_us() const noexcept;
+    void    fail() noexcept;
+    void    finish(bool rejected) noexcept;
+    void    waits() noexcept;
+    void    keep_redis_charges(bool admitted) noexcept;
 
     RequestRules rules_{};
     ZoneCheck   *checks_ = nullptr;
@@ -253,6 +274,7 @@ class RequestDecision {
     bool         asked_redis_ = false;
     bool         redis_failed_ = false; // a strict zone's Redis did not answer
     bool         admitted_ = false;     // by every zone, after Redis's answers
+    int64_t      waited_us_ = 0;        // for flights, in all
     Outcome      outcome_{};
 };
 
