@@ -49,7 +49,7 @@ ngx_http_throttle_log_offset(size_t key_len) noexcept
                      sizeof(int64_t));
 }
 
-static int64_t *
+int64_t *
 ngx_http_throttle_node_log(ngx_http_throttle_node_t *tn) noexcept
 {
     return (int64_t *) ((u_char *) tn + ngx_http_throttle_log_offset(tn->len));
@@ -227,8 +227,8 @@ ngx_http_throttle_find_node(ngx_http_throttle_zone_t *zone, const u_char *data,
     return NULL;
 }
 
-/* Finds the check's node, if the zone holds its key. */
-static void
+/* Finds the check's node, if the zone holds its key (under the lock). */
+void
 ngx_http_throttle_find(ngx_http_throttle_lookup_t *check) noexcept
 {
     const throttle::ZoneKey &key = check->key;
@@ -254,39 +254,6 @@ ngx_http_throttle_lookup(ngx_http_throttle_lookup_t *check) noexcept
         check->now, check->part->cost);
     check->part->flight_wait_us = check->zone->policy.flight_wait_us(
         tn ? &tn->stored : NULL, check->part->decision, check->now);
-}
-
-/* Under the zone's lock, after a lookup: the check's request asks Redis,
- * and its script is the key's flight until `until` (when it will have
- * timed out), which the zone's other requests for the key may wait for.
- * A key the zone holds no node for has no flight: its requests all go. */
-void
-ngx_http_throttle_take_flight(ngx_http_throttle_lookup_t *check,
-                              int64_t                     until) noexcept
-{
-    if (check->node) {
-        check->zone->policy.take_flight(check->node->stored, until);
-    }
-}
-
-/* The flight that ends at `until` is over: answered (and remembered), or
- * failed, or its request gone. */
-void
-ngx_http_throttle_land_flight(ngx_http_throttle_lookup_t *check,
-                              int64_t                     until) noexcept
-{
-    ngx_http_throttle_zone_t *zone = check->zone;
-
-    ngx_shmtx_lock(&zone->shpool->mutex);
-
-    check->now = zone->policy.now_us();
-    ngx_http_throttle_find(check);
-
-    if (check->node) {
-        zone->policy.land_flight(check->node->stored, until);
-    }
-
-    ngx_shmtx_unlock(&zone->shpool->mutex);
 }
 
 /*
@@ -540,34 +507,4 @@ ngx_http_throttle_settle_key(ngx_http_throttle_lookup_t *check,
     ngx_shmtx_unlock(&zone->shpool->mutex);
 
     return rc;
-}
-
-/* concurrent=, local: the place a request of the check's key took or
- * last renewed at held_at lives on for another lease
- * (throttle::Policy::renew()); when to renew it from next, or -1 if its
- * lease had ended. */
-int64_t
-ngx_http_throttle_renew_key(ngx_http_throttle_lookup_t *check,
-                            int64_t                     held_at) noexcept
-{
-    int64_t                   renewed = -1;
-    ngx_http_throttle_node_t *tn;
-    ngx_http_throttle_zone_t *zone = check->zone;
-
-    ngx_shmtx_lock(&zone->shpool->mutex);
-
-    check->now = zone->policy.now_us();
-    ngx_http_throttle_find(check);
-
-    tn = check->node;
-    if (tn) {
-        renewed = zone->policy.renew(tn->stored, ngx_http_throttle_node_log(tn),
-                                     held_at, check->now);
-        ngx_queue_remove(&tn->queue);
-        ngx_queue_insert_head(&zone->sh->queue, &tn->queue);
-    }
-
-    ngx_shmtx_unlock(&zone->shpool->mutex);
-
-    return renewed;
 }

@@ -159,7 +159,8 @@ char *ngx_http_throttle_zone_directive(ngx_conf_t *cf, ngx_command_t *cmd,
 ngx_int_t ngx_http_throttle_init_zone(ngx_shm_zone_t *shm_zone,
                                       void           *data) noexcept;
 
-/* ngx_http_throttle_zone.cpp: the shared-memory zone, under its mutex */
+/* ngx_http_throttle_zone.cpp: the shared-memory zone, under its mutex
+ * (and ngx_http_throttle_zone_inflight.cpp: keys whose requests are out) */
 size_t ngx_http_throttle_node_size(const ngx_http_throttle_zone_t *zone,
                                    size_t key_len) noexcept;
 void
@@ -186,6 +187,9 @@ ngx_int_t ngx_http_throttle_settle_key(ngx_http_throttle_lookup_t *check,
                                        ngx_log_t *log) noexcept;
 int64_t   ngx_http_throttle_renew_key(ngx_http_throttle_lookup_t *check,
                                       int64_t held_at) noexcept;
+void      ngx_http_throttle_find(ngx_http_throttle_lookup_t *check) noexcept;
+/* A key's words beside its state (throttle::Policy::log_slots). */
+int64_t *ngx_http_throttle_node_log(ngx_http_throttle_node_t *tn) noexcept;
 /* A key's hash in the tree, computed once per lookup. */
 uint32_t ngx_http_throttle_key_hash(const u_char *data, size_t len) noexcept;
 ngx_http_throttle_node_t *
