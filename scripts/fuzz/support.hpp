@@ -96,14 +96,31 @@ readme_zone(Mode mode)
     return params;
 }
 
-// "<algorithm> <rate> <burst>"; a word that does not parse is the README
-// zone's.
+// "concurrent <places> <lease ms>": a concurrent= zone; a word that does
+// not parse is the default.
+inline ZoneParams
+concurrent_zone(SetupLine &setup, Mode mode)
+{
+    ZoneParams params;
+    params.mode = mode;
+    params.concurrent = setup.count(kMaxPlaces, 3);
+    params.lease_us = setup.count(86'400'000, kDefaultLeaseUs / 1000) * 1000;
+    return params;
+}
+
+// "<algorithm> <rate> <burst>" or a concurrent_zone(); a word that does
+// not parse is the README zone's.
 inline ZoneParams
 zone_params(SetupLine &setup, Mode mode)
 {
+    const std::string_view first = setup.word();
+    if (first == "concurrent") {
+        return concurrent_zone(setup, mode);
+    }
+
     ZoneParams params = readme_zone(mode);
     Message    why;
-    auto       algorithm = find_algorithm(setup.word(), why);
+    auto       algorithm = find_algorithm(first, why);
     auto       rate = parse_rate(setup.word());
     params.algorithm = algorithm ? *algorithm.value : params.algorithm;
     params.rate = rate ? *rate.value : params.rate;

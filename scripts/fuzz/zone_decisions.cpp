@@ -5,7 +5,9 @@
 // clock of the window algorithms, under NTP).
 //
 // Setup line: "<algorithm> <rate> <burst> <log_max> <local|async>", e.g.
-// "sliding_log 10r/s 5 100 local"; an algorithm and parameters that
+// "sliding_log 10r/s 5 100 local", or "concurrent <places> <lease ms>"
+// (a concurrent= zone: its requests take places, which the steps of the
+// clock end as their leases do); an algorithm and parameters that
 // make_policy() refuses play the README's zone. The rest of the input is
 // the requests: per request, a step of the clock and a cost, as
 // FuzzedDataProvider reads them.
@@ -34,7 +36,8 @@ policy_of(SetupLine &setup)
 
     const Policy policy = accepted_policy(params);
     expect(policy.limit >= 1, "a zone admits something");
-    expect(policy.emission_interval_us >= 1, "T >= 1 us");
+    expect(policy.emission_interval_us >= 1 || policy.holds_places(),
+           "T >= 1 us (a concurrent= zone has no rate)");
     expect(policy.log_slots >= 0 && policy.log_slots <= kMaxLogMax,
            "a key keeps at most kMaxLogMax words beside it");
     return policy;
@@ -61,7 +64,10 @@ fuzz_one(std::string_view input)
                                 now
                                     + in.ConsumeIntegralInRange<int64_t>(
                                         -60'000'000, 2 * 86'400'000'000));
-        const int64_t cost = in.ConsumeIntegralInRange<int64_t>(0, kMaxCost);
+        // a concurrent= zone's line has no cost=: a request takes a place
+        const int64_t cost = policy.holds_places()
+            ? 1
+            : in.ConsumeIntegralInRange<int64_t>(0, kMaxCost);
 
         const bool fresh = !held || key.expire_at_us <= now;
         Decision   d = policy.decide(held ? &key : nullptr,
