@@ -127,24 +127,32 @@ delay_refusal(const Policy &policy, Message &why) noexcept
         .text();
 }
 
+namespace {
+
+// A line's parameter a concurrent= zone cannot take: why, or null for a
+// zone of a rate.
+const char *
+concurrent_refusal(const Policy &policy, Message &why,
+                   const char *because) noexcept
+{
+    return policy.holds_places()
+        ? why.format("is a \"concurrent=\" zone, %s", because).text()
+        : nullptr;
+}
+
+} // namespace
+
 const char *
 cost_refusal(const Policy &policy, Message &why) noexcept
 {
-    return policy.holds_places()
-        ? why.format("is a \"concurrent=\" zone, where a request holds one "
-                     "place")
-              .text()
-        : nullptr;
+    return concurrent_refusal(policy, why, "where a request holds one place");
 }
 
 const char *
 settle_refusal(const Policy &policy, Message &why) noexcept
 {
-    return policy.holds_places()
-        ? why.format("is a \"concurrent=\" zone, whose requests give their "
-                     "place back when they end")
-              .text()
-        : nullptr;
+    return concurrent_refusal(
+        policy, why, "whose requests give their place back when they end");
 }
 
 const char *
