@@ -17,7 +17,7 @@
  *     throttle_status, throttle_headers, throttle_dry_run,
  *     throttle_log_level, throttle_on_error
  *     throttle_metrics; (a location's content: ngx_http_throttle_metrics.cpp)
- *     throttle_api zones=name[,name...]; (a location's content:
+ *     throttle_api zones=name[,name...] [reset=on]; (a location's content:
  *         ngx_http_throttle_api.cpp)
  *
  * A dynamic module has no line in "nginx -V": the master logs the
@@ -100,7 +100,7 @@ static ngx_command_t ngx_http_throttle_commands[] = {
      ngx_http_throttle_metrics_directive, 0, 0, NULL},
 
     {ngx_string("throttle_api"),
-     NGX_HTTP_LOC_CONF | NGX_CONF_NOARGS | NGX_CONF_TAKE1,
+     NGX_HTTP_LOC_CONF | NGX_CONF_NOARGS | NGX_CONF_TAKE12,
      ngx_http_throttle_api_directive, NGX_HTTP_LOC_CONF_OFFSET, 0, NULL},
 
     {ngx_string("throttle_on_error"),
@@ -190,6 +190,8 @@ ngx_http_throttle_create_loc_conf(ngx_conf_t *cf) noexcept
      * set by ngx_pcalloc():
      *
      *     conf->limits[] = { NULL };
+     *     conf->api_zones = NULL;
+     *     conf->api_reset = 0;   (off: throttle_api's reset= sets it)
      */
 
     conf->status = NGX_CONF_UNSET_UINT;

@@ -80,6 +80,7 @@ typedef struct {
     /* throttle_api: the zones it may ask, of ngx_shm_zone_t *; not
      * inherited (the location's content handler) */
     ngx_array_t *api_zones;
+    ngx_uint_t   api_reset; /* reset=on: a DELETE resets a key */
 } ngx_http_throttle_loc_conf_t;
 
 #endif /* NGX_HTTP_THROTTLE_CONF_H */

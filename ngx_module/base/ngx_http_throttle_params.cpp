@@ -133,6 +133,13 @@ ngx_http_throttle_param_number(ngx_conf_t                      *cf,
     return NGX_CONF_OK;
 }
 
+static ngx_conf_enum_t ngx_http_throttle_on_off[] = {{ngx_string("on"), 1},
+                                                     {ngx_string("off"), 0},
+                                                     {ngx_null_string, 0}};
+
+const ngx_http_throttle_param_enum_t ngx_http_throttle_param_on_off = {
+    ngx_http_throttle_on_off, "use on or off"};
+
 char *
 ngx_http_throttle_param_enum(ngx_conf_t                      *cf,
                              const ngx_http_throttle_param_t *param,
@@ -150,4 +157,90 @@ ngx_http_throttle_param_enum(ngx_conf_t                      *cf,
     }
 
     return ngx_http_throttle_invalid(cf, arg, names->why);
+}
+
+/* The index of the variable that is the whole text ("$name" or
+ * "${name}"), or NGX_ERROR; not a regex capture ("$1"), which has none. */
+static ngx_int_t
+ngx_http_throttle_sole_variable(ngx_conf_t *cf, const ngx_str_t *text) noexcept
+{
+    ngx_str_t name;
+
+    if (text->len < 2 || text->data[0] != '$') {
+        return NGX_ERROR;
+    }
+
+    name.data = text->data + 1;
+    name.len = text->len - 1;
+
+    if (name.data[0] == '{') {
+        if (name.len < 3 || name.data[name.len - 1] != '}') {
+            return NGX_ERROR;
+        }
+        name.data++;
+        name.len -= 2;
+    }
+
+    if (name.data[0] >= '0' && name.data[0] <= '9') {
+        return NGX_ERROR;
+    }
+
+    for (size_t i = 0; i < name.len; i++) {
+        u_char c = name.data[i];
+
+        if (!(c == '_' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z')
+              || (c >= 'A' && c <= 'Z')))
+        {
+            return NGX_ERROR;
+        }
+    }
+
+    return ngx_http_get_variable_index(cf, &name);
+}
+
+ngx_http_throttle_value_t *
+ngx_http_throttle_compile_value(ngx_conf_t *cf, ngx_str_t *text) noexcept
+{
+    ngx_http_throttle_value_t       *value;
+    ngx_http_compile_complex_value_t ccv;
+
+    value = (ngx_http_throttle_value_t *) ngx_palloc(
+        cf->pool, sizeof(ngx_http_throttle_value_t));
+    if (value == NULL) {
+        return NULL;
+    }
+
+    ngx_memzero(&ccv, sizeof(ngx_http_compile_complex_value_t));
+    ccv.cf = cf;
+    ccv.value = text;
+    ccv.complex_value = &value->cv;
+
+    if (ngx_http_compile_complex_value(&ccv) != NGX_OK) {
+        return NULL;
+    }
+
+    value->index = ngx_http_throttle_sole_variable(cf, text);
+
+    return value;
+}
+
+ngx_int_t
+ngx_http_throttle_value(ngx_http_request_t *r, ngx_http_throttle_value_t *value,
+                        ngx_str_t *text) noexcept
+{
+    ngx_http_variable_value_t *v;
+
+    if (value->index == NGX_ERROR) {
+        return ngx_http_complex_value(r, &value->cv, text);
+    }
+
+    v = ngx_http_get_flushed_variable(r, value->index);
+    if (v == NULL) {
+        return NGX_ERROR;
+    }
+
+    text->data = v->not_found ? NULL : v->data;
+    text->len = v->not_found ? 0 : v->len;
+
+    return NGX_OK;
 }

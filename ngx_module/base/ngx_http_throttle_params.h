@@ -11,6 +11,7 @@
 extern "C" {
 #include <ngx_config.h>
 #include <ngx_core.h>
+#include <ngx_http.h>
 }
 
 #include <string_view>
@@ -50,6 +51,9 @@ typedef struct {
     const char      *why;
 } ngx_http_throttle_param_enum_t;
 
+/* on (1) or off (0), for ngx_http_throttle_param_enum(). */
+extern const ngx_http_throttle_param_enum_t ngx_http_throttle_param_on_off;
+
 /* Stock setters: the value as it is (an ngx_str_t), a flag set to 1 (an
  * ngx_flag_t), a time (an ngx_msec_t: in a range, or at least 1ms), a
  * number in a range (an ngx_int_t), one of some names (an ngx_uint_t). */
@@ -84,6 +88,24 @@ char *ngx_http_throttle_parse_params(ngx_conf_t *cf, ngx_uint_t first,
  * first part if "why" is NULL); returns NGX_CONF_ERROR. */
 char *ngx_http_throttle_invalid(ngx_conf_t *cf, ngx_str_t *arg,
                                 const char *why) noexcept;
+
+/* A parameter's text with variables (a key, cost=, settle=, rate=,
+ * burst=), evaluated per request. A text that is one variable alone
+ * ("$name") is read as the variable is, without the copy a complex value
+ * makes: a map's value costs what the map costs. */
+typedef struct {
+    ngx_http_complex_value_t cv;
+    ngx_int_t                index; /* of the sole variable, or NGX_ERROR */
+} ngx_http_throttle_value_t;
+
+/* The text compiled; NULL on error (logged). */
+ngx_http_throttle_value_t *
+ngx_http_throttle_compile_value(ngx_conf_t *cf, ngx_str_t *text) noexcept;
+
+/* The text's value for the request (a variable not found: empty). */
+ngx_int_t ngx_http_throttle_value(ngx_http_request_t        *r,
+                                  ngx_http_throttle_value_t *value,
+                                  ngx_str_t                 *text) noexcept;
 
 static inline std::string_view
 ngx_http_throttle_sv(const ngx_str_t &s)

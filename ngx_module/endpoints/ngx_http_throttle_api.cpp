@@ -3,7 +3,7 @@
  * throttle_api: a decision endpoint for application code.
  *
  *     location = /throttle {
- *         throttle_api zones=reply,login;
+ *         throttle_api zones=reply,login [reset=on];
  *         allow 10.0.0.0/8;
  *         deny all;
  *     }
@@ -12,6 +12,8 @@
  *     POST /throttle  {"zone":"reply","key":"alice","cost":1}
  *                     {"checks":[{"zone":"reply","key":"alice"},...]}
  *     GET /throttle?zone=reply&key=alice&settle=3&reservation=...
+ *     DELETE /throttle?zone=reply&key=alice     (reset=on)
+ *     GET /throttle?zone=reply&top=10    (ngx_http_throttle_api_top.cpp)
  *
  * The caller names the zones and keys: each key is the one an HTTP request
  * of the same bytes has in the zone, so application code and nginx's own
@@ -35,12 +37,16 @@
 static ngx_int_t ngx_http_throttle_api_handler(ngx_http_request_t *r) noexcept;
 
 typedef struct {
-    ngx_str_t zones;
+    ngx_str_t  zones;
+    ngx_uint_t reset;
 } ngx_http_throttle_api_args_t;
 
 static const ngx_http_throttle_param_t ngx_http_throttle_api_params[] = {
     {"zones=", ngx_http_throttle_param_str,
      offsetof(ngx_http_throttle_api_args_t, zones), NULL},
+    {"reset=", ngx_http_throttle_param_enum,
+     offsetof(ngx_http_throttle_api_args_t, reset),
+     &ngx_http_throttle_param_on_off},
     {NULL, NULL, 0, NULL}};
 
 /* The zone names of zones=, comma-separated: each once, each defined by a
@@ -120,6 +126,7 @@ ngx_http_throttle_api_directive(ngx_conf_t *cf, ngx_command_t *cmd,
     }
 
     ngx_str_null(&args.zones);
+    args.reset = 0;
 
     if (ngx_http_throttle_parse_params(cf, 1, ngx_http_throttle_api_params,
                                        &args)
@@ -136,6 +143,7 @@ ngx_http_throttle_api_directive(ngx_conf_t *cf, ngx_command_t *cmd,
         return (char *) NGX_CONF_ERROR;
     }
 
+    tlcf->api_reset = args.reset;
     tlcf->api_zones = ngx_array_create(cf->pool, 2, sizeof(ngx_shm_zone_t *));
     if (tlcf->api_zones == NULL) {
         return (char *) NGX_CONF_ERROR;
@@ -246,6 +254,7 @@ ngx_http_throttle_api_call(ngx_http_request_t *r) noexcept
     call->request = r;
     call->tlcf = (ngx_http_throttle_loc_conf_t *) ngx_http_get_module_loc_conf(
         r, ngx_http_throttle_module);
+    call->resets = r->method == NGX_HTTP_DELETE; /* only with reset=on */
 
     return call;
 }
@@ -263,6 +272,10 @@ ngx_http_throttle_api_run(ngx_http_throttle_api_call_t *call,
 
     if (rc != NGX_OK) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    if (call->resets) {
+        return ngx_http_throttle_api_reset(call);
     }
 
     return call->settles ? ngx_http_throttle_api_settle(call)
@@ -362,20 +375,6 @@ ngx_http_throttle_api_body_read(ngx_http_request_t *r) noexcept
     }
 }
 
-/* Refuses a request before its body is read: the body is discarded. */
-static ngx_int_t
-ngx_http_throttle_api_turn_away(ngx_http_request_t *r, ngx_uint_t status,
-                                const ngx_str_t *error) noexcept
-{
-    ngx_int_t rc = ngx_http_discard_request_body(r);
-
-    if (rc != NGX_OK) {
-        return rc;
-    }
-
-    return ngx_http_throttle_api_send_error(r, status, error);
-}
-
 /* Whether the body is said to be JSON: application/json, with or without
  * parameters (charset=utf-8). */
 static bool
@@ -430,30 +429,19 @@ ngx_http_throttle_api_handler(ngx_http_request_t *r) noexcept
     ngx_int_t                     rc;
     ngx_http_throttle_api_call_t *call;
 
-    static ngx_str_t allow = ngx_string("Allow");
-    static u_char    allowed[] = "GET, HEAD, POST";
-    static ngx_str_t not_allowed =
-        ngx_string("method not allowed: use GET, HEAD or POST");
-
     /* the answer is kept in the main request's context, which a
      * subrequest would share */
     if (r != r->main) {
         return NGX_HTTP_FORBIDDEN;
     }
 
-    if (r->method == NGX_HTTP_POST) {
+    /* a DELETE's key may come in a JSON body, read as a POST's */
+    if (r->method == NGX_HTTP_POST || ngx_http_throttle_api_reset_body(r)) {
         return ngx_http_throttle_api_post(r);
     }
 
-    if (!(r->method & (NGX_HTTP_GET | NGX_HTTP_HEAD))) {
-        if (ngx_http_throttle_add_header(r, allow, allowed, sizeof(allowed) - 1)
-            != NGX_OK)
-        {
-            return NGX_HTTP_INTERNAL_SERVER_ERROR;
-        }
-
-        return ngx_http_throttle_api_turn_away(r, NGX_HTTP_NOT_ALLOWED,
-                                               &not_allowed);
+    if (!(r->method & ngx_http_throttle_api_methods(r))) {
+        return ngx_http_throttle_api_not_allowed(r);
     }
 
     rc = ngx_http_discard_request_body(r);
@@ -464,6 +452,11 @@ ngx_http_throttle_api_handler(ngx_http_request_t *r) noexcept
     call = ngx_http_throttle_api_call(r);
     if (call == NULL) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    /* top=: reads a zone's most rejected keys, decides nothing */
+    if (ngx_http_throttle_api_asks_top(&r->args)) {
+        return ngx_http_throttle_api_top(call);
     }
 
     rc = ngx_http_throttle_api_run(call, ngx_http_throttle_api_read_args(call));

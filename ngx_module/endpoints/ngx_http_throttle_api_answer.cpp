@@ -8,6 +8,8 @@
  *      "retry_after_ms":-1,"delay_ms":0,"reservation":"1.1.5000.0.0"}]}
  *     {"settled":true,"checks":[{"zone":"reply","key":"alice",
  *      "status":"SETTLED","charged":-1}]}
+ *     {"reset":true,"checks":[{"zone":"reply","key":"alice",
+ *      "status":"RESET","units_dropped":0}]}
  *
  * and how every answer of the endpoint is sent, errors included.
  */
@@ -117,23 +119,27 @@ ngx_http_throttle_api_write_check(
     return w.EndObject();
 }
 
-/* A settle check's answer: the units its key was charged, negative when
- * given back. */
+/* A settle check's answer: the units its key was charged ("charged",
+ * negative when given back); a reset's: the units it dropped (an async
+ * key's not synced yet, "units_dropped"). */
 static bool
-ngx_http_throttle_api_write_settled(ngx_http_throttle_api_writer_t &w,
+ngx_http_throttle_api_write_counted(ngx_http_throttle_api_writer_t &w,
                                     ngx_http_throttle_api_call_t   *call,
                                     ngx_uint_t                      i) noexcept
 {
     static ngx_str_t settled = ngx_string("SETTLED");
+    static ngx_str_t reset = ngx_string("RESET");
 
     if (!ngx_http_throttle_api_write_head(w, call->request->pool,
-                                          &call->checks[i], settled))
+                                          &call->checks[i],
+                                          call->resets ? reset : settled))
     {
         return false;
     }
 
-    w.Key("charged");
-    w.Int64(call->settles_asked[i].delta_units);
+    w.Key(call->resets ? "units_dropped" : "charged");
+    w.Int64(call->resets ? call->reset.units_dropped
+                         : call->settles_asked[i].delta_units);
     return w.EndObject();
 }
 
@@ -153,8 +159,8 @@ ngx_http_throttle_api_check_of(const ngx_http_throttle_ctx_t  *ctx,
     return NULL;
 }
 
-/* A decision's answer ("allowed"), or a settle call's ("settled": ctx is
- * NULL), its checks in the caller's order. */
+/* A decision's answer ("allowed"), or a settle or reset call's
+ * ("settled", "reset": ctx is NULL), its checks in the caller's order. */
 ngx_int_t
 ngx_http_throttle_api_answer(ngx_http_throttle_api_call_t  *call,
                              const ngx_http_throttle_ctx_t *ctx, bool allowed,
@@ -167,14 +173,14 @@ ngx_http_throttle_api_answer(ngx_http_throttle_api_call_t  *call,
     const ngx_http_throttle_check_t *check;
 
     w.StartObject();
-    w.Key(call->settles ? "settled" : "allowed");
+    w.Key(call->resets ? "reset" : call->settles ? "settled" : "allowed");
     w.Bool(allowed);
     w.Key("checks");
     w.StartArray();
 
     for (i = 0; i < call->nchecks; i++) {
-        if (call->settles) {
-            ok = ngx_http_throttle_api_write_settled(w, call, i);
+        if (call->settles || call->resets) {
+            ok = ngx_http_throttle_api_write_counted(w, call, i);
 
         } else {
             check = ngx_http_throttle_api_check_of(ctx, call->checks[i].zone);
@@ -230,4 +236,18 @@ ngx_http_throttle_api_send_error(ngx_http_request_t *r, ngx_uint_t status,
     }
 
     return ngx_http_throttle_api_send(r, status, &json);
+}
+
+/* Refuses a request before its body is read: the body is discarded. */
+ngx_int_t
+ngx_http_throttle_api_turn_away(ngx_http_request_t *r, ngx_uint_t status,
+                                const ngx_str_t *error) noexcept
+{
+    ngx_int_t rc = ngx_http_discard_request_body(r);
+
+    if (rc != NGX_OK) {
+        return rc;
+    }
+
+    return ngx_http_throttle_api_send_error(r, status, error);
 }

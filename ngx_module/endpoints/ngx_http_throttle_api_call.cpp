@@ -54,7 +54,7 @@ ngx_http_throttle_api_refuse(ngx_http_throttle_api_call_t *call,
 }
 
 /* The zone of zones= with that name, or NULL. */
-static ngx_http_throttle_zone_t *
+ngx_http_throttle_zone_t *
 ngx_http_throttle_api_zone(ngx_http_throttle_loc_conf_t *tlcf,
                            const ngx_str_t              *name) noexcept
 {
@@ -144,6 +144,55 @@ ngx_http_throttle_api_check_key(ngx_http_throttle_api_call_t *call,
     return NGX_OK;
 }
 
+/* The zone a check names, if the endpoint serves it and the call may ask
+ * it (NGX_OK, *zone set); the call refused otherwise. */
+static ngx_int_t
+ngx_http_throttle_api_check_zone(ngx_http_throttle_api_call_t        *call,
+                                 const ngx_http_throttle_api_asked_t *asked,
+                                 ngx_http_throttle_zone_t **zone) noexcept
+{
+    ngx_int_t  rc;
+    ngx_uint_t i;
+
+    if (asked->zone == NULL) {
+        return ngx_http_throttle_api_refuse(call, "missing \"zone\"");
+    }
+
+    *zone = ngx_http_throttle_api_zone(call->tlcf, asked->zone);
+
+    if (*zone == NULL) {
+        return ngx_http_throttle_api_refuse(
+            call, "unknown zone \"%*s\": not one of this endpoint's zones=",
+            ngx_min(asked->zone->len, NGX_HTTP_THROTTLE_API_QUOTE),
+            asked->zone->data);
+    }
+
+    if (call->resets) {
+        rc = ngx_http_throttle_api_reset_asked(call, asked, *zone);
+        if (rc != NGX_OK) {
+            return rc;
+        }
+
+    } else if ((*zone)->policy.holds_places()) {
+        /* a place is held by a request until it ends: a call ends with
+         * its answer (docs/concurrent.md) */
+        return ngx_http_throttle_api_refuse(
+            call,
+            "zone \"%V\" is a concurrent= zone: its places are held by "
+            "requests in flight through nginx, which a call cannot hold open",
+            &(*zone)->name);
+    }
+
+    for (i = 0; i < call->nchecks; i++) {
+        if (call->checks[i].zone == *zone) {
+            return ngx_http_throttle_api_refuse(
+                call, "zone \"%V\" is asked twice", &(*zone)->name);
+        }
+    }
+
+    return NGX_OK;
+}
+
 /* A check as the caller gave it. The readers give at most
  * NGX_HTTP_THROTTLE_API_MAX_CHECKS. */
 ngx_int_t
@@ -151,42 +200,16 @@ ngx_http_throttle_api_add(ngx_http_throttle_api_call_t        *call,
                           const ngx_http_throttle_api_asked_t *asked) noexcept
 {
     ngx_int_t                  rc;
-    ngx_uint_t                 i;
     const char                *refusal;
     throttle::Message          why;
-    ngx_http_throttle_zone_t  *zone;
+    ngx_http_throttle_zone_t  *zone = NULL;
     ngx_http_throttle_given_t *check;
     const ngx_str_t           *key = asked->key;
     bool                       settles = asked->settle_units >= 0;
 
-    if (asked->zone == NULL) {
-        return ngx_http_throttle_api_refuse(call, "missing \"zone\"");
-    }
-
-    zone = ngx_http_throttle_api_zone(call->tlcf, asked->zone);
-
-    if (zone == NULL) {
-        return ngx_http_throttle_api_refuse(
-            call, "unknown zone \"%*s\": not one of this endpoint's zones=",
-            ngx_min(asked->zone->len, NGX_HTTP_THROTTLE_API_QUOTE),
-            asked->zone->data);
-    }
-
-    /* a place is held by a request until it ends: a call ends with its
-     * answer (docs/concurrent.md) */
-    if (zone->policy.holds_places()) {
-        return ngx_http_throttle_api_refuse(
-            call,
-            "zone \"%V\" is a concurrent= zone: its places are held by "
-            "requests in flight through nginx, which a call cannot hold open",
-            &zone->name);
-    }
-
-    for (i = 0; i < call->nchecks; i++) {
-        if (call->checks[i].zone == zone) {
-            return ngx_http_throttle_api_refuse(
-                call, "zone \"%V\" is asked twice", &zone->name);
-        }
+    rc = ngx_http_throttle_api_check_zone(call, asked, &zone);
+    if (rc != NGX_OK) {
+        return rc;
     }
 
     rc = ngx_http_throttle_api_check_key(call, key);
@@ -234,7 +257,7 @@ ngx_http_throttle_api_add(ngx_http_throttle_api_call_t        *call,
 
 /* A query string's value, URL-decoded as forms encode it ('+' is a
  * space); NGX_DECLINED for a '%' not followed by two hex digits. */
-static ngx_int_t
+ngx_int_t
 ngx_http_throttle_api_unescape(ngx_pool_t *pool, const ngx_str_t *raw,
                                ngx_str_t *value) noexcept
 {
@@ -397,4 +420,57 @@ ngx_http_throttle_api_read_args(ngx_http_throttle_api_call_t *call) noexcept
     }
 
     return ngx_http_throttle_api_add(call, &asked);
+}
+
+/* Whether the request says it has a body. */
+bool
+ngx_http_throttle_api_has_body(ngx_http_request_t *r) noexcept
+{
+    return r->headers_in.content_length_n > 0 || r->headers_in.chunked;
+}
+
+/*
+ * A reset's one key, before ngx_http_throttle_api_add() checks it as any
+ * check's: from the query string or a body, not both (which would say
+ * the key?), and "zone" and "key" only, since a parameter that means
+ * nothing to a reset is a mistake the caller should hear of.
+ */
+ngx_int_t
+ngx_http_throttle_api_reset_asked(ngx_http_throttle_api_call_t        *call,
+                                  const ngx_http_throttle_api_asked_t *asked,
+                                  const ngx_http_throttle_zone_t *zone) noexcept
+{
+    const char       *refusal;
+    throttle::Message why;
+
+    const char *other = asked->cost >= 0           ? "cost"
+        : asked->delay_units != throttle::kNoDelay ? "delay"
+        : asked->settle_units >= 0                 ? "settle"
+        : asked->reservation                       ? "reservation"
+                                                   : NULL;
+
+    if (call->request->args.len
+        && ngx_http_throttle_api_has_body(call->request)) {
+        return ngx_http_throttle_api_refuse(
+            call,
+            "a reset takes \"zone\" and \"key\" from the query string or "
+            "from a JSON body, not both");
+    }
+
+    if (call->nchecks > 0) {
+        return ngx_http_throttle_api_refuse(call, "a reset resets one key");
+    }
+
+    if (other) {
+        return ngx_http_throttle_api_refuse(
+            call, "a reset takes \"zone\" and \"key\" only, not \"%s\"", other);
+    }
+
+    refusal = throttle::reset_refusal(zone->policy, why);
+    if (refusal) {
+        return ngx_http_throttle_api_refuse(call, "zone \"%V\" %s", &zone->name,
+                                            refusal);
+    }
+
+    return NGX_OK;
 }

@@ -69,12 +69,12 @@ ngx_http_throttle_api_settle_reply(ngx_http_throttle_api_call_t *call) noexcept
     return ngx_http_throttle_api_send(call->request, NGX_HTTP_OK, &json);
 }
 
-/* Why Redis did not take a settle, for the caller: the transport's reason
- * lives only as long as the callback, so it is copied. */
-static void
-ngx_http_throttle_api_settle_lost(ngx_http_throttle_api_settle_t *settle,
-                                  redisReply *reply, const char *err,
-                                  bool sent) noexcept
+/* Why Redis did not run a script, for the caller: the transport's reason
+ * lives only as long as its callback, so it is copied. */
+ngx_int_t
+ngx_http_throttle_api_redis_failure(ngx_pool_t *pool, const redisReply *reply,
+                                    const char *err, bool sent,
+                                    const char *would, ngx_str_t *why) noexcept
 {
     size_t  len;
     u_char *p;
@@ -85,23 +85,23 @@ ngx_http_throttle_api_settle_lost(ngx_http_throttle_api_settle_t *settle,
 
     } else {
         err = err ? err : "no answer";
-        len = sizeof("Redis did not answer (); it may still have applied it")
-            - 1 + ngx_strlen(err);
+        len = sizeof("Redis did not answer (); it may still have ") - 1
+            + ngx_strlen(err) + ngx_strlen(would);
     }
 
-    p = (u_char *) ngx_pnalloc(settle->call->request->pool, len);
+    p = (u_char *) ngx_pnalloc(pool, len);
     if (p == NULL) {
-        ngx_str_set(&settle->lost, "Redis did not take it");
-        return;
+        return NGX_ERROR;
     }
 
-    settle->lost.data = p;
-    settle->lost.len =
-        (reply ? ngx_snprintf(p, len, "Redis answered: %*s",
-                              ngx_min(reply->len, 200), err)
-               : ngx_snprintf(p, len, "Redis did not answer (%s)%s", err,
-                              sent ? "; it may still have applied it" : ""))
+    why->data = p;
+    why->len = (reply ? ngx_snprintf(p, len, "Redis answered: %*s",
+                                     ngx_min(reply->len, 200), err)
+                      : ngx_snprintf(p, len, "Redis did not answer (%s)%s%s",
+                                     err, sent ? "; it may still have " : "",
+                                     sent ? would : ""))
         - p;
+    return NGX_OK;
 }
 
 /* A strict zone's settle script has its answer (or failed within the
@@ -123,7 +123,13 @@ ngx_http_throttle_api_settle_done(void *data, redisReply *reply,
 
     } else {
         settle->result = NGX_HTTP_THROTTLE_SETTLE_LOST;
-        ngx_http_throttle_api_settle_lost(settle, reply, err, sent);
+        if (ngx_http_throttle_api_redis_failure(settle->call->request->pool,
+                                                reply, err, sent, "applied it",
+                                                &settle->lost)
+            != NGX_OK)
+        {
+            ngx_str_set(&settle->lost, "Redis did not take it");
+        }
     }
 
     ngx_http_throttle_metrics_settled(settle->check.lookup.zone,
@@ -181,12 +187,10 @@ ngx_http_throttle_api_settle_strict(
         return;
     }
 
+    /* the transport never answers from within the send (it posts its
+     * write): the answer comes in a later event */
     call->replies_awaited++;
-
-    /* an answer that came at once has ended the command already */
-    if (settle->result == NGX_HTTP_THROTTLE_API_SETTLING) {
-        settle->check.cmd = cmd;
-    }
+    settle->check.cmd = cmd;
 }
 
 /* A local or async zone's settle, at once, under the zone's lock. */
@@ -239,11 +243,22 @@ ngx_http_throttle_api_settle(ngx_http_throttle_api_call_t *call) noexcept
         settle->check.lookup.zone = zone;
         settle->check.lookup.key = throttle::ZoneKey(call->checks[i].key.data,
                                                      call->checks[i].key.len);
+        /* a zone of plans: the one this call's variables give (logged if
+         * none) */
+        settle->check.lookup.policy =
+            ngx_http_throttle_plan(call->request, zone, &settle->check.plan);
         settle->delta_units = throttle::settle_delta_units(
             settle->reserved ? &settle->reservation : NULL,
             settle->settled_units);
 
-        if (settle->delta_units == 0) {
+        if (settle->check.lookup.policy == NULL) {
+            settle->result = NGX_HTTP_THROTTLE_SETTLE_LOST;
+            ngx_str_set(&settle->lost,
+                        "the zone's rate= or burst= gives no "
+                        "plan for this call");
+            ngx_http_throttle_metrics_settled(zone, settle->result);
+
+        } else if (settle->delta_units == 0) {
             settle->result = NGX_HTTP_THROTTLE_SETTLE_EVEN;
             ngx_http_throttle_metrics_settled(zone, settle->result);
 

@@ -171,14 +171,6 @@ static const ngx_http_throttle_param_range_t
                                           NGX_HTTP_THROTTLE_REDIS_MAX_KEEPALIVE,
                                           "connections per worker, 1 to 64"};
 
-static ngx_conf_enum_t ngx_http_throttle_redis_on_off[] = {
-    {ngx_string("on"), 1},
-    {ngx_string("off"), 0},
-    {ngx_null_string, 0}};
-
-static const ngx_http_throttle_param_enum_t ngx_http_throttle_redis_verify = {
-    ngx_http_throttle_redis_on_off, "use on or off"};
-
 static const ngx_http_throttle_param_range_t ngx_http_throttle_redis_redirects =
     {0, 16, "redirections per command, 0 to 16"};
 
@@ -215,7 +207,7 @@ static const ngx_http_throttle_param_t ngx_http_throttle_redis_params[] = {
      offsetof(ngx_http_throttle_redis_t, tls), NULL},
     {"tls_verify=", ngx_http_throttle_param_enum,
      offsetof(ngx_http_throttle_redis_t, tls_verify),
-     &ngx_http_throttle_redis_verify},
+     &ngx_http_throttle_param_on_off},
     {"tls_trusted_certificate=", ngx_http_throttle_param_str,
      offsetof(ngx_http_throttle_redis_t, tls_trusted_certificate), NULL},
     {"tls_name=", ngx_http_throttle_param_str,

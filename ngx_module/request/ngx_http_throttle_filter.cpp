@@ -77,6 +77,8 @@ ngx_http_throttle_add_fields(ngx_http_request_t            *r,
     size_t                    cap;
     std::string_view          name;
     ngx_http_throttle_zone_t *zone = ngx_http_throttle_binding(ctx);
+    /* the request's own: a plan's, where the zone's rate= is a variable */
+    const throttle::Policy &binding = *ngx_http_throttle_binding_policy(ctx);
 
     static ngx_str_t policy = ngx_string("RateLimit-Policy");
     static ngx_str_t ratelimit = ngx_string("RateLimit");
@@ -91,7 +93,7 @@ ngx_http_throttle_add_fields(ngx_http_request_t            *r,
 
     if (ngx_http_throttle_add_header(
             r, policy, p,
-            throttle::format_ratelimit_policy((char *) p, name, zone->policy))
+            throttle::format_ratelimit_policy((char *) p, name, binding))
         != NGX_OK)
     {
         return NGX_ERROR;
@@ -101,7 +103,7 @@ ngx_http_throttle_add_fields(ngx_http_request_t            *r,
 
     return ngx_http_throttle_add_header(
         r, ratelimit, p,
-        throttle::format_ratelimit((char *) p, name, zone->policy,
+        throttle::format_ratelimit((char *) p, name, binding,
                                    ctx->decision.outcome().result));
 }
 

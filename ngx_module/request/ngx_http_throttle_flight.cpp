@@ -12,6 +12,8 @@
 #include "ngx_http_throttle_zone_metrics.h"
 #include "ngx_http_throttle_request.h"
 
+#include "throttle/clock.hpp"
+
 /* This worker's requests waiting for the flight of the check's key look
  * again at once, rather than at their next timer: the others' look when
  * their timers fire. */
@@ -30,7 +32,7 @@ ngx_http_throttle_flight_wake(const ngx_http_throttle_check_t *check) noexcept
         w = ngx_queue_data(q, ngx_http_throttle_check_t, flight_link);
         ev = w->ctx->flight_timer;
 
-        if (ev == NULL || ev->posted || w->lookup.hash != key->hash
+        if (ev == NULL || ev->posted || w->lookup.tag != key->tag
             || w->lookup.key.hashed() != key->key.hashed()
             || w->lookup.key.size() != key->key.size()
             || ngx_memcmp(w->lookup.key.data(), key->key.data(),
@@ -48,12 +50,14 @@ ngx_http_throttle_flight_wake(const ngx_http_throttle_check_t *check) noexcept
     }
 }
 
-/* The key's flight the check took is over. */
+/* The key's flight the check took is over; `failed`: Redis gave no answer
+ * in time, or an error (the requests that waited for it fail too). */
 void
-ngx_http_throttle_flight_land(ngx_http_throttle_check_t *check) noexcept
+ngx_http_throttle_flight_land(ngx_http_throttle_check_t *check,
+                              bool                       failed) noexcept
 {
     if (check->flight) {
-        ngx_http_throttle_land_flight(&check->lookup, check->flight);
+        ngx_http_throttle_land_flight(&check->lookup, check->flight, failed);
         check->flight = 0;
         ngx_http_throttle_flight_wake(check);
     }
@@ -84,8 +88,7 @@ ngx_http_throttle_flight_take(ngx_http_throttle_ctx_t *ctx) noexcept
     for (i = 0; i < ctx->nchecks; i++) {
         check = &ctx->checks[i];
 
-        if (check->locked && check->lookup.node && ctx->decision.asks_redis(i))
-        {
+        if (check->locked && ctx->decision.asks_redis(i)) {
             check->flight = check->lookup.now
                 + (int64_t) check->lookup.zone->redis->timeout * 1000;
             ngx_http_throttle_take_flight(&check->lookup, check->flight);
@@ -160,7 +163,7 @@ ngx_http_throttle_flight_wait(ngx_http_throttle_ctx_t *ctx) noexcept
         cln->data = ev;
 
         ctx->flight_timer = ev;
-        ctx->flight_since = ngx_current_msec;
+        ctx->flight_since_us = throttle::monotonic_now_us();
         ngx_http_throttle_flight_count(ctx);
     }
 

@@ -6,10 +6,10 @@
  * limit_req, or once the access phase has let the request in, in nginx's
  * precontent phase (before try_files and the content handler). In each
  * phase a main request is decided once, over every line of that phase in
- * its location (ngx_http_throttle_decide.cpp). The decisions live in a
- * context kept in the request's pool, one per phase, and each handler
- * reads its own to know where the request stands each time nginx runs the
- * phases:
+ * its location (ngx_http_throttle_start.cpp, then
+ * ngx_http_throttle_decide.cpp). The decisions live in a context kept in
+ * the request's pool, one per phase, and each handler reads its own to know
+ * where the request stands each time nginx runs the phases:
  *
  *   - NOT_STARTED: the first time. The decision starts.
  *     Local and async zones, and strict zones' denial caches, decide at

@@ -56,28 +56,6 @@ static const ngx_http_throttle_param_t ngx_http_throttle_line_params[] = {
      offsetof(ngx_http_throttle_line_args_t, settle), NULL},
     {NULL, NULL, 0, NULL}};
 
-/* A parameter's text with variables, compiled to be evaluated per request;
- * NULL on error (logged). */
-static ngx_http_complex_value_t *
-ngx_http_throttle_line_value(ngx_conf_t *cf, ngx_str_t *text) noexcept
-{
-    ngx_http_complex_value_t        *cv;
-    ngx_http_compile_complex_value_t ccv;
-
-    cv = (ngx_http_complex_value_t *) ngx_palloc(
-        cf->pool, sizeof(ngx_http_complex_value_t));
-    if (cv == NULL) {
-        return NULL;
-    }
-
-    ngx_memzero(&ccv, sizeof(ngx_http_compile_complex_value_t));
-    ccv.cf = cf;
-    ccv.value = text;
-    ccv.complex_value = cv;
-
-    return ngx_http_compile_complex_value(&ccv) == NGX_OK ? cv : NULL;
-}
-
 /* cost= is a number, or text with variables evaluated per request. */
 static char *
 ngx_http_throttle_line_set_cost(ngx_conf_t *cf, ngx_str_t *text,
@@ -104,7 +82,7 @@ ngx_http_throttle_line_set_cost(ngx_conf_t *cf, ngx_str_t *text,
         return NGX_CONF_OK;
     }
 
-    limit->cost = ngx_http_throttle_line_value(cf, text);
+    limit->cost = ngx_http_throttle_compile_value(cf, text);
 
     return limit->cost ? NGX_CONF_OK : (char *) NGX_CONF_ERROR;
 }
@@ -129,7 +107,7 @@ ngx_http_throttle_line_set_settle(ngx_conf_t *cf, ngx_str_t *text,
         return (char *) NGX_CONF_ERROR;
     }
 
-    limit->settle = ngx_http_throttle_line_value(cf, text);
+    limit->settle = ngx_http_throttle_compile_value(cf, text);
 
     return limit->settle ? NGX_CONF_OK : (char *) NGX_CONF_ERROR;
 }

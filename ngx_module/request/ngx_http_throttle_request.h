@@ -16,11 +16,11 @@
 
 /* One "throttle" line of a location. */
 typedef struct {
-    ngx_shm_zone_t           *shm_zone;
-    ngx_http_complex_value_t *cost; /* NULL: cost_value is constant */
-    int64_t                   cost_value;
-    int64_t                   delay_units; /* delay=, or throttle::kNoDelay */
-    ngx_http_complex_value_t *settle;      /* settle=, NULL: none */
+    ngx_shm_zone_t            *shm_zone;
+    ngx_http_throttle_value_t *cost; /* NULL: cost_value is constant */
+    int64_t                    cost_value;
+    int64_t                    delay_units; /* delay=, or throttle::kNoDelay */
+    ngx_http_throttle_value_t *settle;      /* settle=, NULL: none */
 } ngx_http_throttle_limit_t;
 
 typedef struct ngx_http_throttle_ctx_s   ngx_http_throttle_ctx_t;
@@ -30,7 +30,10 @@ typedef struct ngx_http_throttle_place_s ngx_http_throttle_place_t;
  * Redis call; the decision's side is lookup.part (throttle::ZoneCheck). */
 typedef struct {
     ngx_http_throttle_lookup_t lookup;
-    ngx_http_complex_value_t  *settle; /* its line's settle=, or NULL */
+    /* the request's own policy, where the zone's rate= or burst= is a
+     * variable (lookup.policy then points here) */
+    throttle::Policy           plan;
+    ngx_http_throttle_value_t *settle; /* its line's settle=, or NULL */
     /* strict mode */
     ngx_http_throttle_ctx_t       *ctx;
     ngx_str_t                      redis_key;
@@ -39,6 +42,7 @@ typedef struct {
     int64_t                        tokens[2]; /* the charge, for a refund */
     int64_t    flight; /* the key's flight it took: when it times out */
     ngx_uint_t locked; /* its zone is locked in this pass */
+    ngx_uint_t topped; /* its zone's top counts its rejection */
     /* in its zone's flight_waiters while it waits for its key's flight
      * (next is NULL when not) */
     ngx_queue_t flight_link;
@@ -69,7 +73,10 @@ struct ngx_http_throttle_ctx_s {
     ngx_int_t  rc; /* for the resumed handler */
     /* while it waits for a flight's answer */
     ngx_event_t *flight_timer;
-    ngx_msec_t   flight_since;
+    /* when it began to wait, on the clock of the flights' times (not
+     * ngx_current_msec, which lags them by up to an event loop's turn:
+     * its wait would end before the flight it waited for had timed out) */
+    int64_t flight_since_us;
 
     /* called once every reply is in: the phase handler's runs the phases
      * again, throttle_api's answers the call */
@@ -91,6 +98,16 @@ ngx_http_throttle_binding(const ngx_http_throttle_ctx_t *ctx) noexcept
     int binding = ctx->decision.outcome().binding;
 
     return binding < 0 ? NULL : ctx->checks[binding].lookup.zone;
+}
+
+/* The binding zone's policy for this request (its plan's, where rate= or
+ * burst= is a variable), or NULL if none decided. */
+static inline const throttle::Policy *
+ngx_http_throttle_binding_policy(const ngx_http_throttle_ctx_t *ctx) noexcept
+{
+    int binding = ctx->decision.outcome().binding;
+
+    return binding < 0 ? NULL : ctx->checks[binding].lookup.policy;
 }
 
 static inline throttle::Answer
@@ -140,13 +157,17 @@ ngx_http_throttle_zone_ref_t *
 ngx_http_throttle_zone_ref(ngx_conf_t *cf, ngx_shm_zone_t *shm_zone,
                            const char *directive) noexcept;
 
-/* ngx_http_throttle_decide.cpp: the decision over a request's zones */
+/* ngx_http_throttle_start.cpp: a decision's checks made, and begun */
 ngx_int_t ngx_http_throttle_start(ngx_http_request_t      *r,
                                   ngx_http_throttle_ctx_t *ctx) noexcept;
 ngx_int_t ngx_http_throttle_start_given(ngx_http_request_t              *r,
                                         ngx_http_throttle_ctx_t         *ctx,
                                         const ngx_http_throttle_given_t *given,
                                         ngx_uint_t n) noexcept;
+
+/* ngx_http_throttle_decide.cpp: the decision over a request's zones */
+ngx_int_t ngx_http_throttle_proceed(ngx_http_throttle_ctx_t *ctx) noexcept;
+ngx_int_t ngx_http_throttle_conclude(ngx_http_throttle_ctx_t *ctx) noexcept;
 ngx_int_t ngx_http_throttle_complete(ngx_http_throttle_ctx_t *ctx) noexcept;
 
 /* ngx_http_throttle_request.cpp: the request's context */
@@ -172,13 +193,18 @@ ngx_http_throttle_redis_cmd_t *ngx_http_throttle_strict_settle_send(
     ngx_http_throttle_redis_done_pt done, void *data) noexcept;
 bool ngx_http_throttle_strict_settle_taken(const redisReply *reply) noexcept;
 ngx_http_throttle_redis_cmd_t *
+ngx_http_throttle_reset_send(ngx_pool_t *pool, ngx_http_throttle_check_t *check,
+                             ngx_http_throttle_redis_done_pt done,
+                             void                           *data) noexcept;
+ngx_http_throttle_redis_cmd_t *
 ngx_http_throttle_strict_renew(ngx_http_throttle_check_t      *check,
                                ngx_http_throttle_redis_done_pt done,
                                void                           *data) noexcept;
 
 /* ngx_http_throttle_flight.cpp: one script in flight per strict key */
-void ngx_http_throttle_flight_take(ngx_http_throttle_ctx_t *ctx) noexcept;
-void ngx_http_throttle_flight_land(ngx_http_throttle_check_t *check) noexcept;
+void      ngx_http_throttle_flight_take(ngx_http_throttle_ctx_t *ctx) noexcept;
+void      ngx_http_throttle_flight_land(ngx_http_throttle_check_t *check,
+                                        bool                       failed) noexcept;
 ngx_int_t ngx_http_throttle_flight_wait(ngx_http_throttle_ctx_t *ctx) noexcept;
 
 /* ngx_http_throttle_places.cpp: concurrent=, the places requests hold */

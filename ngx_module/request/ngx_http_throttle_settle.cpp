@@ -26,7 +26,7 @@ ngx_http_throttle_settle_value(ngx_http_request_t        *r,
     ngx_http_throttle_zone_t *zone = check->lookup.zone;
     const char               *why = "is not a count of units";
 
-    if (ngx_http_complex_value(r, check->settle, &value) == NGX_OK) {
+    if (ngx_http_throttle_value(r, check->settle, &value) == NGX_OK) {
         auto parsed = throttle::parse_count(
             {(const char *) value.data, value.len}, throttle::kMaxCost);
 

@@ -6,8 +6,12 @@
  * failed, within the backend's timeout). Afterwards the zone learns from
  * each answer (what it may reject by itself until Redis's answer could
  * change), and a charge the request did not use (another zone refused it)
- * is given back. When the request ends, settle= sends one more script per
- * zone whose settled units differ from its reservation.
+ * is given back. Each script is the request's policy's (its plan's, where
+ * the zone's rate= or burst= is a variable: the script takes the rate and
+ * burst as arguments). When the request ends, settle= sends one more
+ * script per zone whose settled units differ from its reservation.
+ * throttle_api's settles and resets send their scripts through here too
+ * (a reset's also in async zones).
  */
 
 #include "ngx_http_throttle_zone_metrics.h"
@@ -31,7 +35,7 @@ ngx_http_throttle_strict_cleanup(void *data) noexcept
             ctx->checks[i].cmd = NULL;
         }
 
-        ngx_http_throttle_flight_land(&ctx->checks[i]);
+        ngx_http_throttle_flight_land(&ctx->checks[i], false);
     }
 }
 
@@ -82,8 +86,8 @@ ngx_http_throttle_strict_done(void *data, redisReply *reply, const char *err,
     }
 }
 
-/* The key's name in Redis, in the request's pool; false if out of
- * memory. */
+/* The key's name in Redis, as the zone's scripts name it, in the
+ * request's pool; false if out of memory. */
 static bool
 ngx_http_throttle_strict_key(ngx_pool_t                *pool,
                              ngx_http_throttle_check_t *check) noexcept
@@ -101,7 +105,8 @@ ngx_http_throttle_strict_key(ngx_pool_t                *pool,
     check->redis_key.data = p;
     check->redis_key.len = throttle::format_redis_key(
         (char *) p, ngx_http_throttle_sv(zone->redis->prefix),
-        ngx_http_throttle_sv(zone->name), check->lookup.key);
+        ngx_http_throttle_sv(zone->name), check->lookup.key,
+        zone->policy.redis_hash_tag());
     return true;
 }
 
@@ -156,8 +161,7 @@ ngx_http_throttle_strict_send(ngx_http_throttle_ctx_t *ctx) noexcept
             check->sent_at = check->lookup.zone->policy.now_us();
             check->cmd = ngx_http_throttle_strict_eval(
                 check,
-                check->lookup.zone->policy.decision_call(
-                    check->lookup.part->cost),
+                check->lookup.policy->decision_call(check->lookup.part->cost),
                 ngx_http_throttle_strict_done, check);
         }
 
@@ -193,8 +197,8 @@ ngx_http_throttle_strict_follow_up(ngx_http_throttle_ctx_t *ctx) noexcept
                 &check->lookup, check->lookup.zone->redis->timeout);
             (void) ngx_http_throttle_strict_eval(
                 check,
-                check->lookup.zone->policy.refund_call(check->lookup.part->cost,
-                                                       check->tokens),
+                check->lookup.policy->refund_call(check->lookup.part->cost,
+                                                  check->tokens),
                 NULL, NULL);
             break;
 
@@ -204,7 +208,7 @@ ngx_http_throttle_strict_follow_up(ngx_http_throttle_ctx_t *ctx) noexcept
 
         /* after the answer is remembered: the requests that waited for
          * it are decided from it */
-        ngx_http_throttle_flight_land(check);
+        ngx_http_throttle_flight_land(check, ctx->decision.check(i).failed);
     }
 }
 
@@ -323,8 +327,8 @@ ngx_http_throttle_strict_settle_send(ngx_pool_t                *pool,
     ngx_http_throttle_forget_answers(&check->lookup, zone->redis->timeout);
 
     return ngx_http_throttle_strict_eval(
-        check, zone->policy.settle_call(delta_units, check->tokens), done,
-        data);
+        check, check->lookup.policy->settle_call(delta_units, check->tokens),
+        done, data);
 }
 
 /* concurrent=: keeps the place of the check's request for another lease
@@ -338,4 +342,21 @@ ngx_http_throttle_strict_renew(ngx_http_throttle_check_t      *check,
     return ngx_http_throttle_strict_eval(
         check, check->lookup.zone->policy.renew_call(check->tokens), done,
         data);
+}
+
+/* throttle_api's reset, in a strict or async zone: the script that
+ * deletes the check's key in Redis (throttle::Policy::reset_call()), by
+ * the name the zone's own scripts give it; "done" has its answer. NULL if
+ * it could not be sent. */
+ngx_http_throttle_redis_cmd_t *
+ngx_http_throttle_reset_send(ngx_pool_t *pool, ngx_http_throttle_check_t *check,
+                             ngx_http_throttle_redis_done_pt done,
+                             void                           *data) noexcept
+{
+    if (!ngx_http_throttle_strict_key(pool, check)) {
+        return NULL;
+    }
+
+    return ngx_http_throttle_strict_eval(
+        check, check->lookup.zone->policy.reset_call(), done, data);
 }

@@ -9,9 +9,12 @@
  * and answers with it, which replaces the zone's view of each key. No
  * request ever waits for Redis.
  *
- * When Redis cannot be reached the units stay pending in the zone (bounded
- * by the zone's size: a key evicted before it was synced loses them, and
- * they are counted) and go out with the next sync that succeeds.
+ * A key due a sync has a record (ngx_http_throttle_records.cpp) with its
+ * units and its name, in the zone's "dirty" queue, least recently charged
+ * first. When Redis cannot be reached the units stay pending in the zone
+ * (bounded by the zone's size: a key evicted before it was synced loses
+ * them, and they are counted) and go out with the next sync that
+ * succeeds.
  *
  * A worker shutting down gracefully (a reload, a binary upgrade, a quit)
  * sends the units pending in the zone before it exits: after an upgrade
@@ -44,16 +47,39 @@ ngx_http_throttle_async_schedule(ngx_http_throttle_zone_t *zone) noexcept
     }
 }
 
+/* Under the zone's lock: whether the record's last sync may be skipped
+ * (throttle::skips_last_sync()), by its key's state. */
+static bool
+ngx_http_throttle_async_skips(ngx_http_throttle_zone_t   *zone,
+                              ngx_http_throttle_record_t *rec,
+                              int64_t                     now) noexcept
+{
+    int64_t            *words;
+    throttle::StoredKey held;
+
+    if (rec->sync_rounds != 1 || rec->pending.units != 0) {
+        return false;
+    }
+
+    words = ngx_http_throttle_table_words(zone, rec->tag);
+    if (words) {
+        zone->policy.load_slot(words, held);
+    }
+
+    return throttle::skips_last_sync(rec->sync_rounds, rec->pending.units,
+                                     held.expire_at_us, now);
+}
+
 /* Under the zone's lock: how many keys are due a sync (at most
- * NGX_HTTP_THROTTLE_ASYNC_MAX, from the oldest) and the bytes of their
- * data, in *size. */
+ * NGX_HTTP_THROTTLE_ASYNC_MAX, least recently charged first) and the bytes of
+ * their names, in *size. */
 static ngx_uint_t
 ngx_http_throttle_async_due(ngx_http_throttle_zone_t *zone, int64_t now,
                             size_t *size) noexcept
 {
-    ngx_uint_t                n = 0;
-    ngx_queue_t              *q, *next;
-    ngx_http_throttle_node_t *tn;
+    ngx_uint_t                  n = 0;
+    ngx_queue_t                *q, *next;
+    ngx_http_throttle_record_t *rec;
 
     *size = 0;
 
@@ -63,25 +89,24 @@ ngx_http_throttle_async_due(ngx_http_throttle_zone_t *zone, int64_t now,
          q = next)
     {
         next = ngx_queue_next(q);
-        tn = ngx_queue_data(q, ngx_http_throttle_node_t, dirty);
+        rec = ngx_queue_data(q, ngx_http_throttle_record_t, dirty);
 
-        if (throttle::skips_last_sync(tn->sync_rounds, tn->stored.pending.units,
-                                      tn->stored.expire_at_us, now))
-        {
-            ngx_queue_remove(q);
-            tn->sync_rounds = 0;
+        if (ngx_http_throttle_async_skips(zone, rec, now)) {
+            ngx_http_throttle_record_done(
+                zone, rec, ngx_http_throttle_table_words(zone, rec->tag));
             continue;
         }
 
-        *size += tn->len;
+        *size += rec->len;
         n++;
     }
 
     return n;
 }
 
-/* Under the zone's lock: takes the keys due a sync, oldest first, with
- * their units; a key stays due if it has a round left. */
+/* Under the zone's lock: takes the keys due a sync, in that order, with
+ * their units; a key stays due if it has a round left, else its record
+ * goes. */
 static ngx_http_throttle_async_round_t *
 ngx_http_throttle_async_take(ngx_http_throttle_zone_t *zone,
                              int64_t                   now) noexcept
@@ -90,7 +115,7 @@ ngx_http_throttle_async_take(ngx_http_throttle_zone_t *zone,
     u_char                          *p;
     ngx_uint_t                       n;
     ngx_queue_t                     *q;
-    ngx_http_throttle_node_t        *tn;
+    ngx_http_throttle_record_t      *rec;
     ngx_http_throttle_async_round_t *round;
     ngx_http_throttle_async_key_t   *k;
 
@@ -117,21 +142,27 @@ ngx_http_throttle_async_take(ngx_http_throttle_zone_t *zone,
 
     for (k = round->keys; k < round->keys + n; k++) {
         q = ngx_queue_head(&zone->sh->dirty);
-        tn = ngx_queue_data(q, ngx_http_throttle_node_t, dirty);
+        rec = ngx_queue_data(q, ngx_http_throttle_record_t, dirty);
 
         k->data = p;
-        k->len = tn->len;
-        k->hashed = tn->hashed;
-        k->units = tn->stored.pending;
-        p = ngx_cpymem(p, tn->data, tn->len);
+        k->len = rec->len;
+        k->hashed = rec->hashed;
+        k->tag = rec->tag;
+        k->units = rec->pending;
+        k->rate = ngx_http_throttle_record_rate(zone, rec);
+        p = ngx_cpymem(p, rec->data, rec->len);
 
         ngx_http_throttle_metrics_pending(
-            zone, -zone->policy.pending_total(tn->stored.pending));
-        tn->stored.pending.units = 0;
-        ngx_queue_remove(q);
+            zone, -zone->policy.pending_total(rec->pending));
+        rec->pending.units = 0;
 
-        if (--tn->sync_rounds) {
+        if (--rec->sync_rounds) {
+            ngx_queue_remove(q);
             ngx_queue_insert_tail(&zone->sh->dirty, q);
+
+        } else {
+            ngx_http_throttle_record_done(
+                zone, rec, ngx_http_throttle_table_words(zone, rec->tag));
         }
     }
 
@@ -267,7 +298,7 @@ ngx_http_throttle_async_tick(ngx_event_t *ev) noexcept
     ngx_shmtx_lock(&zone->shpool->mutex);
 
     /* drained keys go even without traffic to sweep them */
-    ngx_http_throttle_expire(zone, 100, now);
+    ngx_http_throttle_table_sweep(zone, 100, now);
 
     round = ngx_http_throttle_async_claim(zone, now);
 

@@ -15,40 +15,52 @@
 
 #include <hiredis/hiredis.h>
 
-/* Under the zone's lock: a round key's node, if the zone still holds it. */
-static ngx_http_throttle_node_t *
-ngx_http_throttle_async_node(ngx_http_throttle_zone_t            *zone,
-                             const ngx_http_throttle_async_key_t *k) noexcept
+/* Under the zone's lock: the rate of a key of the round (in the slot
+ * `words`): its record's if it was charged since the round took it (a
+ * later plan's, which its new units were charged at), else the round's. */
+static uint32_t
+ngx_http_throttle_async_rate(ngx_http_throttle_zone_t *zone, int64_t *words,
+                             ngx_http_throttle_async_key_t *k) noexcept
 {
-    return ngx_http_throttle_find_node(
-        zone, k->data, k->len, k->hashed,
-        ngx_http_throttle_key_hash(k->data, k->len));
+    ngx_http_throttle_record_t *rec = ngx_http_throttle_record_of(zone, words);
+
+    return rec ? ngx_http_throttle_record_rate(zone, rec) : k->rate;
 }
 
 /* Under the zone's lock: Redis's answer replaces the view of each key, plus
- * what this node charged since the batch left. */
+ * what this node charged since the batch left (its record's units). */
 static void
 ngx_http_throttle_async_apply(ngx_http_throttle_async_round_t *round,
                               ngx_uint_t first, ngx_uint_t n,
                               const int64_t *answer, int64_t now) noexcept
 {
+    int64_t                       *words;
     ngx_uint_t                     i;
-    ngx_http_throttle_node_t      *tn;
+    throttle::StoredKey            key;
     ngx_http_throttle_async_key_t *k;
     ngx_http_throttle_zone_t      *zone = round->zone;
     const throttle::SyncLayout     layout = zone->policy.sync_layout();
 
     for (i = 0; i < n; i++) {
         k = &round->keys[first + i];
-        tn = ngx_http_throttle_async_node(zone, k);
+        words = ngx_http_throttle_table_words(zone, k->tag);
 
-        if (tn == NULL) {
+        if (words == NULL) {
             continue; /* evicted meanwhile; Redis has its units */
         }
 
-        (void) zone->policy.apply_sync(
-            answer, answer + layout.reply_head + i * layout.reply_per_key,
-            round->sent_at, now, tn->stored);
+        zone->policy.load_slot(words, key);
+        ngx_http_throttle_record_load(zone, words, &key);
+
+        if (throttle::synced_plan(zone->policy,
+                                  ngx_http_throttle_async_rate(zone, words, k))
+                .apply_sync(answer,
+                            answer + layout.reply_head
+                                + i * layout.reply_per_key,
+                            round->sent_at, now, key))
+        {
+            zone->policy.store_slot(key, words);
+        }
     }
 }
 
@@ -62,37 +74,45 @@ ngx_http_throttle_async_keep(ngx_http_throttle_async_round_t *round,
 {
     bool kept = failed == throttle::FailedSync::units_kept;
 
-    int64_t                        lost, unsent;
+    uint32_t                       rate;
+    int64_t                       *words;
     ngx_uint_t                     i;
-    ngx_http_throttle_node_t      *tn;
+    throttle::StoredKey            key;
     ngx_http_throttle_async_key_t *k;
     ngx_http_throttle_zone_t      *zone = round->zone;
+    int64_t                        now = zone->policy.now_us();
 
     for (i = 0; i < n; i++) {
         k = &round->keys[first + i];
-        tn = ngx_http_throttle_async_node(zone, k);
+        words = ngx_http_throttle_table_words(zone, k->tag);
 
-        if (tn == NULL) {
-            lost = kept ? zone->policy.pending_total(k->units) : 0;
-            zone->sh->dropped_units += lost;
-            ngx_http_throttle_metrics_lost(zone, lost);
+        if (words == NULL) {
+            if (kept) {
+                zone->sh->dropped_units += zone->policy.pending_total(k->units);
+                ngx_http_throttle_metrics_lost(
+                    zone, zone->policy.pending_total(k->units));
+            }
             continue;
         }
 
-        if (!kept) {
-            ngx_http_throttle_mark_dirty(zone, tn); /* to read the state */
-            continue;
+        key.pending = throttle::PendingUnits{};
+        ngx_http_throttle_record_load(zone, words, &key);
+        rate = ngx_http_throttle_async_rate(zone, words, k);
+
+        if (kept) {
+            if (k->units.units == 0
+                && ngx_http_throttle_record_of(zone, words) == NULL) {
+                continue;
+            }
+            key.pending = throttle::synced_plan(zone->policy, rate)
+                              .merge_pending(k->units, key.pending);
         }
 
-        unsent = zone->policy.pending_total(tn->stored.pending);
-        tn->stored.pending =
-            zone->policy.merge_pending(k->units, tn->stored.pending);
-        ngx_http_throttle_metrics_pending(
-            zone, zone->policy.pending_total(tn->stored.pending) - unsent);
-
-        if (k->units.units || tn->sync_rounds) {
-            ngx_http_throttle_mark_dirty(zone, tn);
-        }
+        /* (not kept: due again to read the state) */
+        ngx_http_throttle_due_keep(
+            zone, words, k->tag,
+            throttle::ZoneKey::stored(k->data, k->len, k->hashed), key.pending,
+            rate, now, ngx_cycle->log);
     }
 }
 
@@ -194,7 +214,7 @@ ngx_http_throttle_async_done(void *data, redisReply *reply, const char *err,
         ngx_http_throttle_metrics_add(&zone->sh->metrics.sync_keys, call->n);
 
     } else {
-        /* had Redis lost units counted as delivered, the nodes would
+        /* had Redis lost units counted as delivered, the nginx would
          * over-admit that much, once */
         ngx_http_throttle_async_keep(
             round, call->first, call->n,
@@ -255,9 +275,9 @@ ngx_http_throttle_async_call(ngx_http_throttle_async_round_t *round,
     for (i = 0; i < n; i++) {
         k = &round->keys[first + i];
 
-        zone->policy.sync_key_args(k->units, round->sent_at,
-                                   argv + layout.head_args
-                                       + i * layout.key_args);
+        throttle::synced_plan(zone->policy, k->rate)
+            .sync_key_args(k->units, round->sent_at,
+                           argv + layout.head_args + i * layout.key_args);
 
         keys[i].data = p;
         keys[i].len = throttle::format_redis_key(

@@ -16,10 +16,12 @@
 
 typedef struct {
     u_char                *data; /* the key as the zone stores it */
+    uint64_t               tag;  /* its slot's in the zone's table */
     u_short                len;
     u_char                 hashed;
     u_char                 shard; /* on a Cluster: the slot it syncs in */
-    throttle::PendingUnits units; /* taken from the node */
+    throttle::PendingUnits units; /* taken from its record */
+    uint32_t               rate;  /* its record's (throttle::pack_rate()) */
 } ngx_http_throttle_async_key_t;
 
 /* One sync of a zone by this worker: the keys it took from the zone, sent

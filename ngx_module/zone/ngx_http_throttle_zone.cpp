@@ -1,259 +1,43 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * The shared-memory zone: an rbtree of keys by hash plus an LRU queue, in
- * the zone's slab pool, as limit_req's. The functions that read or write
- * keys run with the pool's mutex held by their caller, but for
- * ngx_http_throttle_remember(), which takes it itself. How a zone starts,
- * or is kept over a reload, is in ngx_http_throttle_zone_init.cpp.
+ * The shared-memory zone: its table of keys (ngx_http_throttle_table.cpp),
+ * and an async zone's records of its keys due a sync
+ * (ngx_http_throttle_records.cpp), behind one set of functions. They run
+ * with the pool's mutex held by their caller, but for
+ * ngx_http_throttle_remember(), ngx_http_throttle_forget_answers(),
+ * settle_key(), reset_key() and renew_key(), which take it themselves. How a
+ * zone starts, or is kept over a reload, is in ngx_http_throttle_zone_init.cpp.
  *
  * A decision is made in two steps so that several zones can be checked
  * together and charged only if all pass: lookup (read), then, if the
- * request goes through, reserve (allocate what is missing; may fail) and
- * commit (write; cannot fail). What a key's node holds is the core's
- * (throttle::StoredKey, and log_slots words after the key's data).
+ * request goes through, reserve (find room for a new key) and commit
+ * (write; cannot fail). What a zone holds of a key is the core's
+ * (throttle::StoredKey, and log_slots words beside it; a table's slot
+ * keeps only what the algorithm needs of it). A key is decided, charged
+ * and settled by the request's policy (check->policy: its plan's, where
+ * the zone's rate= or burst= is a variable); its slot is laid out by the
+ * zone's, which every plan of the zone shares.
  */
 
 #include "ngx_http_throttle_zone_metrics.h"
 #include "ngx_http_throttle_zone.h"
 #include "ngx_http_throttle_params.h"
 
-#include "throttle/sync_schedule.hpp"
-
-/* Expired nodes freed per lookup: enough to keep up with the arrivals. */
-#define NGX_HTTP_THROTTLE_SWEEP 2
-
-/* Least recently used nodes evicted, at most, to make room for one key. */
-#define NGX_HTTP_THROTTLE_EVICT 16
-
-static ngx_int_t
-ngx_http_throttle_compare(ngx_http_throttle_node_t *tn, const u_char *data,
-                          size_t len, ngx_uint_t hashed) noexcept
-{
-    if (tn->hashed != hashed) {
-        return (ngx_int_t) tn->hashed - (ngx_int_t) hashed;
-    }
-
-    if (tn->len != len) {
-        return (ngx_int_t) tn->len - (ngx_int_t) len;
-    }
-
-    return ngx_memcmp(tn->data, data, len);
-}
-
-/* Where a key's words (throttle::Policy::log_slots) start: after its
- * data, aligned. */
-static size_t
-ngx_http_throttle_log_offset(size_t key_len) noexcept
-{
-    return ngx_align(offsetof(ngx_http_throttle_node_t, data) + key_len,
-                     sizeof(int64_t));
-}
-
-int64_t *
-ngx_http_throttle_node_log(ngx_http_throttle_node_t *tn) noexcept
-{
-    return (int64_t *) ((u_char *) tn + ngx_http_throttle_log_offset(tn->len));
-}
-
-/* The slab allocation of a key's node: the key, and its words. */
-size_t
-ngx_http_throttle_node_size(const ngx_http_throttle_zone_t *zone,
-                            size_t                          key_len) noexcept
-{
-    size_t words = (size_t) zone->policy.log_slots;
-
-    if (words) {
-        return offsetof(ngx_rbtree_node_t, color)
-            + ngx_http_throttle_log_offset(key_len) + words * sizeof(int64_t);
-    }
-
-    return offsetof(ngx_rbtree_node_t, color)
-        + offsetof(ngx_http_throttle_node_t, data) + key_len;
-}
-
-void
-ngx_http_throttle_rbtree_insert_value(ngx_rbtree_node_t *temp,
-                                      ngx_rbtree_node_t *node,
-                                      ngx_rbtree_node_t *sentinel) noexcept
-{
-    ngx_rbtree_node_t       **p;
-    ngx_http_throttle_node_t *tn, *tnt;
-
-    for (;;) {
-
-        if (node->key < temp->key) {
-            p = &temp->left;
-
-        } else if (node->key > temp->key) {
-            p = &temp->right;
-
-        } else {
-            tn = (ngx_http_throttle_node_t *) &node->color;
-            tnt = (ngx_http_throttle_node_t *) &temp->color;
-
-            p = ngx_http_throttle_compare(tn, tnt->data, tnt->len, tnt->hashed)
-                    < 0
-                ? &temp->left
-                : &temp->right;
-        }
-
-        if (*p == sentinel) {
-            break;
-        }
-
-        temp = *p;
-    }
-
-    *p = node;
-    node->parent = temp;
-    node->left = sentinel;
-    node->right = sentinel;
-    ngx_rbt_red(node);
-}
-
-static ngx_rbtree_node_t *
-ngx_http_throttle_rbnode(ngx_http_throttle_node_t *tn) noexcept
-{
-    return (ngx_rbtree_node_t *) ((u_char *) tn
-                                  - offsetof(ngx_rbtree_node_t, color));
-}
-
-static void
-ngx_http_throttle_delete(ngx_http_throttle_zone_t *zone,
-                         ngx_http_throttle_node_t *tn) noexcept
-{
-    int64_t            units;
-    ngx_rbtree_node_t *node = ngx_http_throttle_rbnode(tn);
-
-    if (tn->sync_rounds) {
-        /* an async key evicted before its consumption reached Redis */
-        units = zone->policy.pending_total(tn->stored.pending);
-        ngx_queue_remove(&tn->dirty);
-        zone->sh->dropped_units += units;
-        ngx_http_throttle_metrics_lost(zone, units);
-        ngx_http_throttle_metrics_pending(zone, -units);
-    }
-
-    ngx_queue_remove(&tn->queue);
-    ngx_rbtree_delete(&zone->sh->rbtree, node);
-    ngx_slab_free_locked(zone->shpool, node);
-    zone->sh->metrics.keys--;
-}
-
-/* Frees expired nodes from the least recently used end, up to "n". An
- * async key still due a sync stays until it has had it. */
-void
-ngx_http_throttle_expire(ngx_http_throttle_zone_t *zone, ngx_uint_t n,
-                         int64_t now) noexcept
-{
-    ngx_queue_t              *q;
-    ngx_http_throttle_node_t *tn;
-
-    while (n-- && !ngx_queue_empty(&zone->sh->queue)) {
-        q = ngx_queue_last(&zone->sh->queue);
-        tn = ngx_queue_data(q, ngx_http_throttle_node_t, queue);
-
-        if (tn->stored.expire_at_us > now || tn->sync_rounds) {
-            return;
-        }
-
-        ngx_http_throttle_delete(zone, tn);
-    }
-}
-
-/* Frees the least recently used node, expired or not, to make room. An
- * evicted live key starts afresh next time: that over-admits, so the
- * operator hears of it, once a minute at most. */
-static void
-ngx_http_throttle_evict(ngx_http_throttle_zone_t *zone, int64_t now,
-                        ngx_log_t *log) noexcept
-{
-    bool                      live;
-    ngx_queue_t              *q;
-    ngx_http_throttle_node_t *tn;
-
-    q = ngx_queue_last(&zone->sh->queue);
-    tn = ngx_queue_data(q, ngx_http_throttle_node_t, queue);
-    live = tn->stored.expire_at_us > now;
-
-    ngx_http_throttle_metrics_evicted(zone, live);
-
-    if (live && ngx_http_throttle_log_due(&zone->sh->evict_log, now, 60000000))
-    {
-        ngx_log_error(NGX_LOG_WARN, log, 0,
-                      "throttle zone \"%V\" is full: evicting keys that are "
-                      "still limited, which lets them start afresh; "
-                      "consider a larger zone",
-                      &zone->name);
-    }
-
-    ngx_http_throttle_delete(zone, tn);
-}
-
-uint32_t
-ngx_http_throttle_key_hash(const u_char *data, size_t len) noexcept
-{
-    return ngx_murmur_hash2((u_char *) data, len);
-}
-
-ngx_http_throttle_node_t *
-ngx_http_throttle_find_node(ngx_http_throttle_zone_t *zone, const u_char *data,
-                            size_t len, ngx_uint_t hashed,
-                            uint32_t hash) noexcept
-{
-    ngx_rbtree_node_t        *node, *sentinel;
-    ngx_http_throttle_node_t *tn;
-    ngx_int_t                 rc;
-
-    node = zone->sh->rbtree.root;
-    sentinel = zone->sh->rbtree.sentinel;
-
-    while (node != sentinel) {
-
-        if (hash != node->key) {
-            node = (hash < node->key) ? node->left : node->right;
-            continue;
-        }
-
-        tn = (ngx_http_throttle_node_t *) &node->color;
-        rc = ngx_http_throttle_compare(tn, data, len, hashed);
-        if (rc == 0) {
-            return tn;
-        }
-
-        node = (rc < 0) ? node->right : node->left;
-    }
-
-    return NULL;
-}
-
-/* Finds the check's node, if the zone holds its key (under the lock). */
-void
-ngx_http_throttle_find(ngx_http_throttle_lookup_t *check) noexcept
-{
-    const throttle::ZoneKey &key = check->key;
-
-    ngx_http_throttle_expire(check->zone, NGX_HTTP_THROTTLE_SWEEP, check->now);
-
-    check->hash = ngx_http_throttle_key_hash(key.data(), key.size());
-    check->fresh = NULL;
-    check->node = ngx_http_throttle_find_node(
-        check->zone, key.data(), key.size(), key.hashed(), check->hash);
-}
+#include "throttle/plans.hpp"
 
 void
 ngx_http_throttle_lookup(ngx_http_throttle_lookup_t *check) noexcept
 {
-    ngx_http_throttle_node_t *tn;
-
     ngx_http_throttle_find(check);
 
-    tn = check->node;
-    check->part->decision = check->zone->policy.decide(
-        tn ? &tn->stored : NULL, tn ? ngx_http_throttle_node_log(tn) : NULL,
-        check->now, check->part->cost);
-    check->part->flight_wait_us = check->zone->policy.flight_wait_us(
-        tn ? &tn->stored : NULL, check->part->decision, check->now);
+    check->part->decision = check->policy->decide(
+        check->stored, check->log, check->now, check->part->cost);
+    int64_t flight = ngx_http_throttle_flight_of(check);
+
+    check->part->flight_wait_us = check->policy->flight_wait_us(
+        flight, check->part->decision, check->now);
+    check->part->flight_failed =
+        throttle::Policy::flight_failed(flight, check->now);
 }
 
 /*
@@ -273,9 +57,8 @@ ngx_http_throttle_remember(ngx_http_throttle_lookup_t *check, int64_t sent_at,
     check->now = zone->policy.now_us();
     ngx_http_throttle_find(check);
 
-    check->part->decision = zone->policy.remember_answer(
-        check->node ? &check->node->stored : NULL, answer, check->part->cost,
-        sent_at, check->now);
+    check->part->decision = check->policy->remember_answer(
+        check->stored, answer, check->part->cost, sent_at, check->now);
 
     if (ngx_http_throttle_reserve(check, log) == NGX_OK) {
         ngx_http_throttle_commit(check);
@@ -303,160 +86,76 @@ ngx_http_throttle_forget_answers(ngx_http_throttle_lookup_t *check,
     check->now = zone->policy.now_us();
     ngx_http_throttle_find(check);
 
-    if (check->node) {
-        zone->policy.forget_answers(check->node->stored, check->now,
+    if (check->stored) {
+        zone->policy.forget_answers(*check->stored, check->now,
                                     check->now + (int64_t) timeout_ms * 1000);
+        ngx_http_throttle_table_put(check);
     }
 
     ngx_shmtx_unlock(&zone->shpool->mutex);
 }
 
-/* A node for the check's key, not yet inserted (check->fresh), evicting
- * the least recently used keys if the zone is full. */
-static ngx_int_t
-ngx_http_throttle_alloc_node(ngx_http_throttle_lookup_t *check,
-                             ngx_log_t                  *log) noexcept
-{
-    const throttle::ZoneKey  &key = check->key;
-    ngx_http_throttle_zone_t *zone = check->zone;
-    ngx_rbtree_node_t        *node;
-    ngx_http_throttle_node_t *tn;
-    size_t                    size;
-    ngx_uint_t                evicted;
-
-    size = ngx_http_throttle_node_size(zone, key.size());
-    node = (ngx_rbtree_node_t *) ngx_slab_alloc_locked(zone->shpool, size);
-
-    for (evicted = 0; node == NULL && evicted < NGX_HTTP_THROTTLE_EVICT
-         && !ngx_queue_empty(&zone->sh->queue);
-         evicted++)
-    {
-        ngx_http_throttle_evict(zone, check->now, log);
-        node = (ngx_rbtree_node_t *) ngx_slab_alloc_locked(zone->shpool, size);
-    }
-
-    if (node == NULL) {
-        if (ngx_http_throttle_log_due(&zone->sh->full_log, check->now, 1000000))
-        {
-            ngx_log_error(NGX_LOG_ERR, log, 0,
-                          "throttle zone \"%V\" is full and evicting %ui "
-                          "keys did not free room for one more",
-                          &zone->name, (ngx_uint_t) NGX_HTTP_THROTTLE_EVICT);
-        }
-        return NGX_ERROR;
-    }
-
-    node->key = check->hash;
-    tn = (ngx_http_throttle_node_t *) &node->color;
-    tn->hashed = key.hashed() ? 1 : 0;
-    tn->sync_rounds = 0;
-    tn->stored = throttle::StoredKey{};
-    tn->len = (u_short) key.size();
-    ngx_memcpy(tn->data, key.data(), key.size());
-
-    check->fresh = tn;
-    return NGX_OK;
-}
-
+/* A table has room for any key: it evicts one if it must. */
 ngx_int_t
 ngx_http_throttle_reserve(ngx_http_throttle_lookup_t *check,
                           ngx_log_t                  *log) noexcept
 {
-    if (!check->part->decision.store || check->node) {
-        return NGX_OK;
+    if (check->part->decision.store && check->stored == NULL) {
+        ngx_http_throttle_table_reserve(check, log);
     }
 
-    return ngx_http_throttle_alloc_node(check, log);
+    return NGX_OK;
 }
 
 void
 ngx_http_throttle_release(ngx_http_throttle_lookup_t *check) noexcept
 {
-    if (check->fresh) {
-        ngx_slab_free_locked(check->zone->shpool,
-                             ngx_http_throttle_rbnode(check->fresh));
-        check->fresh = NULL;
-    }
+    ngx_http_throttle_table_release(check);
 }
 
-/* The check's node, out of the recency queue to be written (its caller
- * puts it back at the head): the one found, or the fresh one, inserted. */
-static ngx_http_throttle_node_t *
-ngx_http_throttle_take_node(ngx_http_throttle_lookup_t *check) noexcept
+/* In an async zone, the key has been charged or settled at check->now
+ * (`sends`: with units for Redis): its record keeps its units, and it is
+ * due a sync (charged 0, to learn what the other nodes charged). */
+static void
+ngx_http_throttle_async_changed(ngx_http_throttle_lookup_t *check,
+                                bool                        sends) noexcept
 {
-    ngx_http_throttle_node_t *tn = check->node;
     ngx_http_throttle_zone_t *zone = check->zone;
 
-    if (tn) {
-        ngx_queue_remove(&tn->queue);
-        return tn;
-    }
-
-    tn = check->fresh;
-    check->fresh = NULL;
-    ngx_rbtree_insert(&zone->sh->rbtree, ngx_http_throttle_rbnode(tn));
-    zone->sh->metrics.keys++;
-    return tn;
-}
-
-/* In an async zone, a key whose units unsent were `unsent` has been
- * charged or settled at `now` (`sends`: with units for Redis): the zone
- * counts them, and the key is due a sync (charged 0, to learn what the
- * other nodes charged). */
-static void
-ngx_http_throttle_async_changed(ngx_http_throttle_zone_t *zone,
-                                ngx_http_throttle_node_t *tn, int64_t unsent,
-                                int64_t now, bool sends) noexcept
-{
-    ngx_http_throttle_metrics_pending(
-        zone, zone->policy.pending_total(tn->stored.pending) - unsent);
-
     if (sends) {
-        ngx_http_throttle_metrics_charged(zone, now);
+        ngx_http_throttle_metrics_charged(zone, check->now);
     }
 
-    ngx_http_throttle_mark_dirty(zone, tn);
+    ngx_http_throttle_due_keep(
+        zone,
+        ngx_http_throttle_slot_words(zone->sh->table, (ngx_uint_t) check->slot),
+        check->tag, check->key, check->copy.pending,
+        throttle::pack_rate(check->policy->rate), check->now, ngx_cycle->log);
 }
 
 void
 ngx_http_throttle_commit(ngx_http_throttle_lookup_t *check) noexcept
 {
-    int64_t                   unsent;
-    ngx_http_throttle_node_t *tn;
+    throttle::StoredKey      *key;
     ngx_http_throttle_zone_t *zone = check->zone;
 
     if (!check->part->decision.store) {
         return;
     }
 
-    tn = ngx_http_throttle_take_node(check);
+    key = ngx_http_throttle_table_take(check, ngx_cycle->log);
+    if (key == NULL) {
+        return;
+    }
 
-    unsent = ngx_http_throttle_async(zone)
-        ? zone->policy.pending_total(tn->stored.pending)
-        : 0;
+    check->policy->commit(check->part->decision, check->now, check->part->cost,
+                          *key, check->log);
 
-    zone->policy.commit(check->part->decision, check->now, check->part->cost,
-                        tn->stored, ngx_http_throttle_node_log(tn));
-
-    ngx_queue_insert_head(&zone->sh->queue, &tn->queue);
+    ngx_http_throttle_table_put(check);
 
     if (ngx_http_throttle_async(zone)) {
-        ngx_http_throttle_async_changed(zone, tn, unsent, check->now,
-                                        check->part->cost > 0);
+        ngx_http_throttle_async_changed(check, check->part->cost > 0);
     }
-}
-
-/* An async key is synced at the next round, and once more after it, so
- * that it also learns what the other nodes charged meanwhile. */
-void
-ngx_http_throttle_mark_dirty(ngx_http_throttle_zone_t *zone,
-                             ngx_http_throttle_node_t *tn) noexcept
-{
-    if (tn->sync_rounds == 0) {
-        ngx_queue_insert_tail(&zone->sh->dirty, &tn->dirty);
-    }
-
-    tn->sync_rounds = throttle::kSyncRounds;
 }
 
 /*
@@ -464,7 +163,7 @@ ngx_http_throttle_mark_dirty(ngx_http_throttle_zone_t *zone,
  * `reserved` units for at reserved_at is charged settled - reserved more,
  * or given the difference back (throttle::Policy::settle()); an async key
  * sends what changed with its next sync. A key the zone no longer holds
- * gets a node for a charge; a refund to it has nothing to give back.
+ * gets a slot for a charge; a refund to it has nothing to give back.
  * NGX_ERROR if the zone had no room for the charge.
  */
 ngx_int_t
@@ -472,9 +171,8 @@ ngx_http_throttle_settle_key(ngx_http_throttle_lookup_t *check,
                              int64_t reserved_units, int64_t settled_units,
                              int64_t reserved_at, ngx_log_t *log) noexcept
 {
-    int64_t                   unsent;
     ngx_int_t                 rc = NGX_OK;
-    ngx_http_throttle_node_t *tn;
+    throttle::StoredKey      *key;
     ngx_http_throttle_zone_t *zone = check->zone;
     throttle::PendingUnits    pending;
 
@@ -483,28 +181,71 @@ ngx_http_throttle_settle_key(ngx_http_throttle_lookup_t *check,
     check->now = zone->policy.now_us();
     ngx_http_throttle_find(check);
 
-    if (check->node == NULL && settled_units > reserved_units) {
-        rc = ngx_http_throttle_alloc_node(check, log);
+    if (check->stored == NULL && settled_units > reserved_units) {
+        ngx_http_throttle_table_reserve(check, log);
+        rc = check->fresh_slot >= 0 ? NGX_OK : NGX_ERROR;
     }
 
-    if (rc == NGX_OK && (check->node || check->fresh)) {
-        tn = ngx_http_throttle_take_node(check);
-        pending = tn->stored.pending;
-        unsent = zone->policy.pending_total(pending);
+    if (rc == NGX_OK && (check->stored || check->fresh_slot >= 0)
+        && (key = ngx_http_throttle_table_take(check, log)))
+    {
+        pending = key->pending;
 
-        zone->policy.settle(tn->stored, ngx_http_throttle_node_log(tn),
-                            reserved_units, settled_units, reserved_at,
-                            check->now);
-        ngx_queue_insert_head(&zone->sh->queue, &tn->queue);
+        check->policy->settle(*key, check->log, reserved_units, settled_units,
+                              reserved_at, check->now);
+        ngx_http_throttle_table_put(check);
 
-        if (tn->stored.pending.units != pending.units
-            || tn->stored.pending.since != pending.since)
-        {
-            ngx_http_throttle_async_changed(zone, tn, unsent, check->now, true);
+        /* (only an async zone's settle moves what it has to send) */
+        if (key->pending.units != pending.units
+            || key->pending.since != pending.since) {
+            ngx_http_throttle_async_changed(check, true);
         }
     }
 
     ngx_shmtx_unlock(&zone->shpool->mutex);
 
     return rc;
+}
+
+/*
+ * throttle_api's reset: the key is a fresh key from then on
+ * (throttle::Policy::reset()). A local or async zone empties its slot,
+ * and an async key's record goes with its units not synced yet (their
+ * number is returned); a strict zone keeps a fence there until Redis will
+ * have deleted the key (answered_by), so that it remembers none of the
+ * answers to scripts sent before, which tell of the key before the reset.
+ * The caller deletes the key in Redis.
+ */
+int64_t
+ngx_http_throttle_reset_key(ngx_http_throttle_lookup_t *check,
+                            int64_t answered_by, ngx_log_t *log) noexcept
+{
+    int64_t                  *words, units = 0;
+    throttle::StoredKey       reset, *key;
+    ngx_http_throttle_zone_t *zone = check->zone;
+
+    ngx_shmtx_lock(&zone->shpool->mutex);
+
+    check->now = zone->policy.now_us();
+    ngx_http_throttle_find(check);
+
+    reset = check->stored ? *check->stored : throttle::StoredKey{};
+
+    if (zone->policy.reset(reset, check->now, answered_by)) {
+        /* a key the zone does not hold gets a slot for its fence: a
+         * script of it may be on its way */
+        key = ngx_http_throttle_table_take(check, log);
+        if (key) {
+            *key = reset;
+            ngx_http_throttle_table_put(check);
+        }
+
+    } else if ((words = ngx_http_throttle_table_words(zone, check->tag))) {
+        units = ngx_http_throttle_record_remove(zone, words);
+        ngx_http_throttle_table_drop(zone, check->tag);
+    }
+
+    ngx_shmtx_unlock(&zone->shpool->mutex);
+
+    return units;
 }

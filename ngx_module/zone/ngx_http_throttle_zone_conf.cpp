@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * throttle_zone $key zone=name:size rate=30r/m [burst=N]
+ * throttle_zone $key zone=name:size rate=30r/m|$var [burst=N|$var]
  *     [algorithm=gcra|fixed_window|sliding_window|sliding_log [log_max=N]]
  *     [redis=NAME [sync=strict|async] [sync_interval=100ms]];
  * throttle_zone $key zone=name:size concurrent=N [lease=60s] [redis=NAME];
+ *     either with [top_decay=60s]: how fast throttle_api's top= counts halve
  *
  * Each parameter has a helper; the rules that depend on the algorithm
  * (what it accepts, its limits) are the core's, in throttle::make_policy().
+ * A rate= or burst= with variables is read per request
+ * (ngx_http_throttle_plans.cpp); one without is parsed here, once.
  */
 
 #include "ngx_http_throttle_zone.h"
@@ -25,16 +28,20 @@
 
 /* throttle_zone's parameters, while they are read. */
 typedef struct {
-    ngx_http_complex_value_t key;
-    throttle::ZoneParams     params;  /* rate=, burst=, algorithm= */
-    ngx_str_t                name;    /* of zone= */
-    ssize_t                  size;    /* of zone= */
-    ngx_int_t                log_max; /* NGX_CONF_UNSET: not given */
-    ngx_str_t                redis_name;
-    ngx_uint_t               mode; /* sync=, a throttle::Mode */
-    ngx_msec_t               sync_interval;
-    ngx_int_t                concurrent; /* NGX_CONF_UNSET: not given */
-    ngx_msec_t               lease;
+    ngx_http_throttle_value_t *key;
+    throttle::ZoneParams       params;  /* rate=, burst=, algorithm= */
+    ngx_str_t                  name;    /* of zone= */
+    ssize_t                    size;    /* of zone= */
+    ngx_int_t                  log_max; /* NGX_CONF_UNSET: not given */
+    ngx_str_t                  redis_name;
+    ngx_uint_t                 mode; /* sync=, a throttle::Mode */
+    ngx_msec_t                 sync_interval;
+    ngx_int_t                  concurrent; /* NGX_CONF_UNSET: not given */
+    ngx_msec_t                 lease;
+    /* rate= and burst= with variables (NULL: a constant, in params) */
+    ngx_http_throttle_value_t *rate;
+    ngx_http_throttle_value_t *burst;
+    ngx_msec_t                 top_decay;
 } ngx_http_throttle_zone_args_t;
 
 static char *
@@ -101,12 +108,38 @@ ngx_http_throttle_zone_take(ngx_conf_t *cf, const char *what, ngx_str_t *arg,
     return NGX_CONF_OK;
 }
 
+/* A rate= or burst= with variables is compiled into *cv, to be read per
+ * request; without, *cv stays NULL and the value is parsed now. */
+static char *
+ngx_http_throttle_zone_variable(ngx_conf_t *cf, ngx_str_t *v,
+                                ngx_http_throttle_value_t **cv) noexcept
+{
+    *cv = NULL;
+
+    if (ngx_http_script_variables_count(v) == 0) {
+        return NGX_CONF_OK;
+    }
+
+    *cv = ngx_http_throttle_compile_value(cf, v);
+
+    return *cv ? NGX_CONF_OK : (char *) NGX_CONF_ERROR;
+}
+
 static char *
 ngx_http_throttle_zone_rate(ngx_conf_t                      *cf,
                             const ngx_http_throttle_param_t *param,
                             ngx_str_t *arg, ngx_str_t *v, void *conf) noexcept
 {
     ngx_http_throttle_zone_args_t *za = (ngx_http_throttle_zone_args_t *) conf;
+
+    if (ngx_http_throttle_zone_variable(cf, v, &za->rate) != NGX_CONF_OK) {
+        return (char *) NGX_CONF_ERROR;
+    }
+
+    if (za->rate) {
+        za->params.rate_varies = true;
+        return NGX_CONF_OK;
+    }
 
     return ngx_http_throttle_zone_take(
         cf, "rate", arg, throttle::parse_rate(ngx_http_throttle_sv(*v)),
@@ -119,6 +152,15 @@ ngx_http_throttle_zone_burst(ngx_conf_t                      *cf,
                              ngx_str_t *arg, ngx_str_t *v, void *conf) noexcept
 {
     ngx_http_throttle_zone_args_t *za = (ngx_http_throttle_zone_args_t *) conf;
+
+    if (ngx_http_throttle_zone_variable(cf, v, &za->burst) != NGX_CONF_OK) {
+        return (char *) NGX_CONF_ERROR;
+    }
+
+    if (za->burst) {
+        za->params.burst_varies = true;
+        return NGX_CONF_OK;
+    }
 
     return ngx_http_throttle_zone_take(
         cf, "burst", arg,
@@ -181,6 +223,14 @@ static const ngx_http_throttle_param_range_t ngx_http_throttle_lease_range = {
 
 static_assert(throttle::kMinLeaseUs == 1000000, "the message above says it");
 
+static const ngx_http_throttle_param_range_t ngx_http_throttle_top_decay_range =
+    {throttle::kTopMinDecayMs, throttle::kTopMaxDecayMs,
+     "use a time from 1s to 1d"};
+
+static_assert(throttle::kTopMinDecayMs == 1000
+                  && throttle::kTopMaxDecayMs == 86400000,
+              "the message above says it");
+
 static const ngx_http_throttle_param_t ngx_http_throttle_zone_params[] = {
     {"zone=", ngx_http_throttle_zone_size, 0, NULL},
     {"rate=", ngx_http_throttle_zone_rate, 0, NULL},
@@ -202,6 +252,9 @@ static const ngx_http_throttle_param_t ngx_http_throttle_zone_params[] = {
     {"lease=", ngx_http_throttle_param_msec,
      offsetof(ngx_http_throttle_zone_args_t, lease),
      &ngx_http_throttle_lease_range},
+    {"top_decay=", ngx_http_throttle_param_msec,
+     offsetof(ngx_http_throttle_zone_args_t, top_decay),
+     &ngx_http_throttle_top_decay_range},
     {NULL, NULL, 0, NULL}};
 
 /* What the parameters must say together: a name and a rate (or
@@ -245,7 +298,9 @@ ngx_http_throttle_zone_where(ngx_conf_t                    *cf,
         za->params.lease_us = (int64_t) za->lease * 1000;
     }
 
-    if (za->params.rate.count == 0 && !za->params.concurrent) {
+    if (za->params.rate.count == 0 && !za->params.rate_varies
+        && !za->params.concurrent)
+    {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "\"throttle_zone\" \"%V\" must have \"rate=\" "
                            "or \"concurrent=\" parameter",
@@ -291,7 +346,7 @@ ngx_http_throttle_zone_add(ngx_conf_t *cf, ngx_http_throttle_zone_args_t *za,
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "duplicate \"throttle_zone\" \"%V\": it is "
                            "already defined with the \"%V\" key",
-                           &za->name, &other->key.value);
+                           &za->name, &other->key->cv.value);
         return (char *) NGX_CONF_ERROR;
     }
 
@@ -309,10 +364,25 @@ ngx_http_throttle_zone_add(ngx_conf_t *cf, ngx_http_throttle_zone_args_t *za,
     }
 
     *slot = new (zone) ngx_http_throttle_zone_t();
+
+    if (policy.varies()) {
+        void *cache = ngx_palloc(cf->pool, sizeof(throttle::PlanCache));
+        if (cache == NULL) {
+            return (char *) NGX_CONF_ERROR;
+        }
+        /* each worker's own, as the configuration is */
+        zone->plans = new (cache) throttle::PlanCache();
+    }
+
     zone->name = shm_zone->shm.name;
     zone->key = za->key;
     zone->policy = policy;
+    zone->rate = za->rate;
+    zone->burst = za->burst;
     zone->renew_interval = (ngx_msec_t) (policy.renew_interval_us() / 1000);
+    zone->top_decay = za->top_decay == NGX_CONF_UNSET_MSEC
+        ? (ngx_msec_t) throttle::kTopDefaultDecayMs
+        : za->top_decay;
     zone->shm_zone = shm_zone;
     ngx_queue_init(&zone->flight_waiters);
     zone->redis_name = za->redis_name;
@@ -329,17 +399,12 @@ char *
 ngx_http_throttle_zone_directive(ngx_conf_t *cf, ngx_command_t *cmd,
                                  void *conf) noexcept
 {
-    ngx_str_t                       *value = (ngx_str_t *) cf->args->elts;
-    ngx_http_throttle_zone_args_t    za;
-    ngx_http_compile_complex_value_t ccv;
-    throttle::Message                why;
+    ngx_str_t                    *value = (ngx_str_t *) cf->args->elts;
+    ngx_http_throttle_zone_args_t za;
+    throttle::Message             why;
 
-    ngx_memzero(&ccv, sizeof(ngx_http_compile_complex_value_t));
-    ccv.cf = cf;
-    ccv.value = &value[1];
-    ccv.complex_value = &za.key;
-
-    if (ngx_http_compile_complex_value(&ccv) != NGX_OK) {
+    za.key = ngx_http_throttle_compile_value(cf, &value[1]);
+    if (za.key == NULL) {
         return (char *) NGX_CONF_ERROR;
     }
 
@@ -351,6 +416,9 @@ ngx_http_throttle_zone_directive(ngx_conf_t *cf, ngx_command_t *cmd,
     za.sync_interval = NGX_CONF_UNSET_MSEC;
     za.concurrent = NGX_CONF_UNSET;
     za.lease = NGX_CONF_UNSET_MSEC;
+    za.rate = NULL;
+    za.burst = NULL;
+    za.top_decay = NGX_CONF_UNSET_MSEC;
 
     if (ngx_http_throttle_parse_params(cf, 2, ngx_http_throttle_zone_params,
                                        &za)

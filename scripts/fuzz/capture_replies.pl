@@ -119,7 +119,7 @@ for my $algorithm (qw(fixed_window sliding_window)) {
 }
 
 # cluster_reply: Redis's bytes only. Three masters on loopback, node 0
-# with two slot ranges, like t/unit/cluster_test.cpp's.
+# with two slot ranges, like t/unit/cluster_slots_test.cpp's.
 sub start_cluster {
     my @ranges = ([0, 0, 4000], [1, 4001, 9000], [2, 9001, 12000],
                   [0, 12001, 16383]);

@@ -6,22 +6,27 @@
 -- back).
 --
 -- KEYS[1..n]    the zone's keys (one hash tag, the zone: one slot)
--- ARGV[1]       emission interval T, microseconds
+-- ARGV[1]       emission interval T, microseconds; 0 where each key gives
+--               its own (a zone whose rate= is a variable: docs/plans.md)
 -- ARGV[2]       grace, microseconds: how long a key outlives its TAT, so
 --               that units another node charged up to that long ago still
 --               find the record of this node's (the nodes send no older)
--- ARGV[2i + 1]  units the node charged to KEYS[i] since its last sync
---               (0: only read the global state; negative: settles gave
---               more back than it charged, which moves the funnel back,
---               never before now)
--- ARGV[2i + 2]  how long ago the first of them was charged, microseconds
+-- then per key, s = 2 integers (3 with its own T) from ARGV[2 + s(i-1) + 1]:
+--   units       the node charged to KEYS[i] since its last sync (0: only
+--               read the global state; negative: settles gave more back
+--               than it charged, which moves the funnel back, never
+--               before now)
+--   age         how long ago the first of them was charged, microseconds
 --               (relative, so the node's clock does not matter)
+--   T           the key's emission interval, its latest request's (only
+--               where ARGV[1] is 0)
 --
 -- Returns {ttl_1, ..., ttl_n}: TAT - now per key, microseconds of the Redis
 -- clock (0 for a key that is fresh everywhere).
 
-local t = tonumber(ARGV[1])
+local zone_t = tonumber(ARGV[1])
 local grace = tonumber(ARGV[2])
+local stride = zone_t == 0 and 3 or 2
 local now = clock_us()
 local ttls = {}
 
@@ -39,13 +44,15 @@ local function store(key, tat, swap)
 end
 
 for i, key in ipairs(KEYS) do
-    local units = tonumber(ARGV[2 * i + 1])
+    local at = 2 + stride * (i - 1)
+    local units = tonumber(ARGV[at + 1])
+    local t = zone_t == 0 and tonumber(ARGV[at + 3]) or zone_t
     local tat
 
     if units > 0 then
         -- the units arrived over the last interval, not now: a funnel that
         -- drained meanwhile starts filling from when they began
-        local since = now - tonumber(ARGV[2 * i + 2])
+        local since = now - tonumber(ARGV[at + 2])
         local held
 
         tat = since + t * units

@@ -52,9 +52,15 @@ struct SyncLayout {
 
 // How an algorithm keeps nodes in step in async mode: what a node sends of
 // the units it admitted, and how Redis's answer becomes its view.
+//
+// In a zone whose rate= is a variable (Policy::rate_varies) each key syncs
+// at its own rate, its latest request's: its ARGV carries it too (one
+// more integer a key), and the head says so; the policy given for a key
+// is then the key's (synced_plan(), plans.hpp), the one given for the
+// head and the layout the zone's.
 class Syncing {
   public:
-    virtual SyncLayout layout() const noexcept = 0;
+    virtual SyncLayout layout(const Policy &policy) const noexcept = 0;
     // ARGV ahead of the keys' (layout().head_args integers).
     virtual void head_args(const Policy &policy,
                            int64_t      *out) const noexcept = 0;
@@ -188,6 +194,10 @@ class Algorithm {
     // state as a memory), so that a zone may move to or from sync=strict
     // over a reload and keep its keys.
     virtual bool memory_is_state() const noexcept { return false; }
+    // Whether a key's expiry is always its first state word, in local and
+    // strict zones alike (GCRA's TAT): a zone's table then keeps only that
+    // word of them (Policy::slot_words()).
+    virtual bool expiry_is_state() const noexcept { return false; }
     // Whether units leave a key's window one by one as time passes (a
     // sliding window or log): then a rejected key's remaining units may
     // grow before its retry time, which the default memory must allow for.

@@ -111,12 +111,13 @@ Algorithm::record(const Policy &, const Decision &decision, int64_t, int64_t,
 }
 
 Decision
-Algorithm::remember(const Policy &, const KeyState *memory,
+Algorithm::remember(const Policy &policy, const KeyState *memory,
                     const ThrottleResult &answer, int64_t cost,
                     int64_t sent_at_us) const noexcept
 {
     return remember_denial(memory, answer, cost, sent_at_us,
-                           units_leave_gradually());
+                           units_leave_gradually(),
+                           {policy.limit, policy.window_us});
 }
 
 Decision
@@ -124,7 +125,8 @@ Algorithm::recall(const Policy &policy, const KeyState *memory,
                   int64_t expire_at_us, int64_t now_us,
                   int64_t cost) const noexcept
 {
-    return recall_denial(memory, expire_at_us, policy.limit, now_us, cost);
+    return recall_denial(memory, expire_at_us, {policy.limit, policy.window_us},
+                         now_us, cost);
 }
 
 } // namespace throttle

@@ -306,4 +306,47 @@ renew_held_place(const Policy &policy, StoredKey &key, int64_t *log,
     return now_us;
 }
 
+// A concurrent= zone: it takes none of a rate zone's parameters, each
+// refused with why.
+Parsed<Policy>
+make_concurrent_policy(const ZoneParams &params, Message &why) noexcept
+{
+    const char *rate_param = params.rate.count || params.rate_varies ? "rate="
+        : params.burst || params.burst_varies                        ? "burst="
+        : params.algorithm ? "algorithm="
+        : params.log_max   ? "log_max="
+                           : nullptr;
+    if (rate_param) {
+        return {std::nullopt,
+                why.format("\"%s\" is for a zone of a rate; \"concurrent=\" "
+                           "limits requests in flight: give each its own "
+                           "zone, and both to the location's \"throttle\"",
+                           rate_param)
+                    .text()};
+    }
+
+    const Algorithm &algorithm = concurrent_algorithm();
+    if (params.mode == Mode::async) {
+        return {std::nullopt,
+                why.format("\"concurrent=\" cannot \"sync=async\": %s",
+                           algorithm.why_not_async())
+                    .text()};
+    }
+
+    Policy p;
+    p.algorithm = &algorithm;
+    p.mode = params.mode;
+    p.limit = *params.concurrent;
+    p.lease_us = params.lease_us.value_or(kDefaultLeaseUs);
+    if (p.limit < 1 || p.limit > kMaxPlaces || p.lease_us < kMinLeaseUs) {
+        return {std::nullopt,
+                why.format("concurrent=%lld lease=%lldms is out of range",
+                           static_cast<long long>(p.limit),
+                           static_cast<long long>(p.lease_us / 1000))
+                    .text()};
+    }
+    (void) algorithm.configure(p, why);
+    return {p, nullptr};
+}
+
 } // namespace throttle

@@ -64,6 +64,11 @@ int64_t renew_place(const PlaceRules &rules, int64_t *buckets, int64_t bucket,
 // The zones of concurrent=: what make_policy() gives them.
 const Algorithm &concurrent_algorithm() noexcept;
 
+// make_policy() for a concurrent= zone: it takes none of a rate zone's
+// parameters, each refused with why.
+Parsed<Policy> make_concurrent_policy(const ZoneParams &params,
+                                      Message          &why) noexcept;
+
 // Policy::renew() (which see), once the zone holds places.
 int64_t renew_held_place(const Policy &policy, StoredKey &key, int64_t *log,
                          int64_t held_at_us, int64_t now_us) noexcept;

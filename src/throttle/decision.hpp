@@ -41,10 +41,7 @@ struct PendingUnits {
 struct StoredKey {
     int64_t      expire_at_us = 0; // stale from then on
     PendingUnits pending;          // async: not yet synced; strict:
-                                   // .since, see Policy::forget_answers();
-                                   // .units, the key's flight (see
-                                   // Policy::flight_wait_us()), which a
-                                   // reload to another mode forgets
+                                   // .since, see Policy::forget_answers()
     KeyState state;
 };
 

@@ -19,8 +19,19 @@
 // retry time: only a rejection of cost 1, whose remaining stays 0 until
 // then, is remembered, so that every answer is Redis's.
 //
-// The memory, as a key's state: words[0] = until when, words[1] =
-// pack_counts(cost, remaining).
+// The memory holds for the plan it was made under (docs/plans.md): a
+// request of another limit or window (a zone whose rate= or burst= is a
+// variable) is rejected from it only where Redis would reject it too. It
+// keeps the units the key had used of its limit (limit - remaining) and
+// the plan's window; a request of the same window is rejected if those
+// units and its cost exceed its own limit (Redis's count is at least
+// that, until the retry time), and any other window asks Redis: its
+// windows start and end elsewhere.
+//
+// The memory, as a key's state: words[0] = until when, words[1] = the
+// rejected cost (bits 0-29), the units used (bits 30-60), the window's
+// unit (bits 61-62, rate_unit()) and bit 63 set (a word of another layout
+// is no memory).
 #pragma once
 
 #include "throttle/decision.hpp"
@@ -30,19 +41,28 @@
 
 namespace throttle {
 
-// What to make of Redis's answer to `cost` units sent at sent_at_us, as a
-// decision to commit: a store of the new memory; a store of one that is
-// already stale (expire_at_us 0), to forget the memory (`memory`: what is
-// remembered now, null if nothing); or no store, to keep it as it is.
-// `gradual`: whether units leave the key's window one by one (see above).
+// The plan of the request that Redis answered, or that the memory is
+// asked about: its limit, and its window (the rate's period).
+struct DenialPlan {
+    int64_t limit;
+    int64_t window_us;
+};
+
+// What to make of Redis's answer to `cost` units sent at sent_at_us under
+// `plan`, as a decision to commit: a store of the new memory; a store of
+// one that is already stale (expire_at_us 0), to forget the memory
+// (`memory`: what is remembered now, null if nothing); or no store, to
+// keep it as it is. `gradual`: whether units leave the key's window one by
+// one (see above).
 Decision remember_denial(const KeyState *memory, const ThrottleResult &answer,
-                         int64_t cost, int64_t sent_at_us,
-                         bool gradual) noexcept;
+                         int64_t cost, int64_t sent_at_us, bool gradual,
+                         const DenialPlan &plan) noexcept;
 
 // Rejects from the memory (`cached`, kept until `expire_at_us`: null if
-// none) what Redis would; a decision that is not limited means "ask
-// Redis". Never stores.
+// none) what Redis would reject of `cost` units under `plan`; a decision
+// that is not limited means "ask Redis". Never stores.
 Decision recall_denial(const KeyState *cached, int64_t expire_at_us,
-                       int64_t limit, int64_t now_us, int64_t cost) noexcept;
+                       const DenialPlan &plan, int64_t now_us,
+                       int64_t cost) noexcept;
 
 } // namespace throttle

@@ -125,16 +125,17 @@ gcra_decision(const Policy &policy, const KeyState *current, int64_t now_us,
 // answers with its TAT, as a time to live.
 class GcraSync final : public Syncing {
   public:
-    SyncLayout layout() const noexcept override
+    SyncLayout layout(const Policy &policy) const noexcept override
     {
-        return {&lua::gcra_sync, 2, 2, 0, 1};
+        return {&lua::gcra_sync, 2, policy.rate_varies ? 3u : 2u, 0, 1};
     }
 
-    // T, and the grace: how long Redis keeps a key past its TAT, so that
-    // units sent up to that late still find it.
+    // T (0 where each key sends its own), and the grace: how long Redis
+    // keeps a key past its TAT, so that units sent up to that late still
+    // find it.
     void head_args(const Policy &policy, int64_t *out) const noexcept override
     {
-        out[0] = policy.emission_interval_us;
+        out[0] = policy.rate_varies ? 0 : policy.emission_interval_us;
         out[1] = grace(policy);
     }
 
@@ -147,6 +148,9 @@ class GcraSync final : public Syncing {
         out[1] = units.units == 0
             ? 0
             : std::clamp<int64_t>(sent_at_us - units.since, 0, grace(policy));
+        if (policy.rate_varies) {
+            out[2] = policy.emission_interval_us;
+        }
     }
 
     bool apply(const Policy &policy, const int64_t *, const int64_t *values,
@@ -311,7 +315,8 @@ class Gcra final : public Algorithm {
                     int64_t now_us, int64_t cost) const noexcept override
     {
         if (memory == nullptr) {
-            return recall_denial(nullptr, 0, policy.limit, now_us, cost);
+            return recall_denial(nullptr, 0, {policy.limit, policy.window_us},
+                                 now_us, cost);
         }
         Decision d = gcra_decision(policy, memory, now_us, cost);
         d.store = false;
@@ -319,6 +324,10 @@ class Gcra final : public Algorithm {
     }
 
     bool memory_is_state() const noexcept override { return true; }
+
+    // decide(), settle() and remember() all expire a key at its TAT (and
+    // forget_answers() zeroes both, which reads as stale the same way)
+    bool expiry_is_state() const noexcept override { return true; }
 
     // Redis's answer as well as the zone's: both say reset_after = new_tat
     // - now for an admission.

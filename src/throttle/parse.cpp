@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cstdarg>
 #include <cstdio>
+#include <iterator>
 
 namespace throttle {
 
@@ -86,6 +87,23 @@ parse_rate(std::string_view text) noexcept
         return {std::nullopt, "is faster than one request per microsecond"};
     }
     return {Rate{*count.value, *period}, nullptr};
+}
+
+int
+rate_unit(int64_t period_us) noexcept
+{
+    for (size_t i = 0; i < std::size(kUnits); i++) {
+        if (kUnits[i].period_us == period_us) {
+            return static_cast<int>(i);
+        }
+    }
+    return -1;
+}
+
+int64_t
+unit_period_us(int unit) noexcept
+{
+    return kUnits[unit & 3].period_us;
 }
 
 RateText::RateText(Rate rate) noexcept : text{}

@@ -35,6 +35,13 @@ Parsed<Rate> parse_rate(std::string_view text) noexcept;
 // Parses a decimal integer in [0, max]; no sign, no spaces, no suffix.
 Parsed<int64_t> parse_count(std::string_view text, int64_t max) noexcept;
 
+// The unit of a rate's period: 0 (r/s), 1 (r/m), 2 (r/h) or 3 (r/d); -1
+// for a period that is none of them (parse_rate() makes no such rate).
+int rate_unit(int64_t period_us) noexcept;
+
+// The period of unit 0 to 3, as rate_unit() numbers them.
+int64_t unit_period_us(int unit) noexcept;
+
 // "30r/m": a rate as parse_rate() reads it, for messages.
 struct RateText {
     explicit RateText(Rate rate) noexcept;

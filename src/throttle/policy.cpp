@@ -4,57 +4,11 @@
 #include "throttle/clock.hpp"
 #include "throttle/concurrent.hpp"
 #include "throttle/lua.hpp"
+#include "throttle/plans.hpp"
 
 #include <algorithm>
 
 namespace throttle {
-
-namespace {
-
-// A concurrent= zone: it takes none of a rate zone's parameters, each
-// refused with why.
-Parsed<Policy>
-make_concurrent_policy(const ZoneParams &params, Message &why) noexcept
-{
-    const char *rate_param = params.rate.count ? "rate="
-        : params.burst                         ? "burst="
-        : params.algorithm                     ? "algorithm="
-        : params.log_max                       ? "log_max="
-                                               : nullptr;
-    if (rate_param) {
-        return {std::nullopt,
-                why.format("\"%s\" is for a zone of a rate; \"concurrent=\" "
-                           "limits requests in flight: give each its own "
-                           "zone, and both to the location's \"throttle\"",
-                           rate_param)
-                    .text()};
-    }
-
-    const Algorithm &algorithm = concurrent_algorithm();
-    if (params.mode == Mode::async) {
-        return {std::nullopt,
-                why.format("\"concurrent=\" cannot \"sync=async\": %s",
-                           algorithm.why_not_async())
-                    .text()};
-    }
-
-    Policy p;
-    p.algorithm = &algorithm;
-    p.mode = params.mode;
-    p.limit = *params.concurrent;
-    p.lease_us = params.lease_us.value_or(kDefaultLeaseUs);
-    if (p.limit < 1 || p.limit > kMaxPlaces || p.lease_us < kMinLeaseUs) {
-        return {std::nullopt,
-                why.format("concurrent=%lld lease=%lldms is out of range",
-                           static_cast<long long>(p.limit),
-                           static_cast<long long>(p.lease_us / 1000))
-                    .text()};
-    }
-    (void) algorithm.configure(p, why);
-    return {p, nullptr};
-}
-
-} // namespace
 
 Parsed<Policy>
 make_policy(const ZoneParams &params, Message &why) noexcept
@@ -92,15 +46,17 @@ make_policy(const ZoneParams &params, Message &why) noexcept
 
     Policy p;
     p.algorithm = &algorithm;
-    p.rate = params.rate;
-    p.burst = burst;
+    p.rate = params.rate_varies ? kTemplateRate : params.rate;
+    p.burst = params.burst_varies ? 0 : burst;
     p.mode = params.mode;
     p.sync_interval_us = params.sync_interval_us;
     p.log_max = params.log_max.value_or(kDefaultLogMax);
-    p.emission_interval_us = params.rate.period_us / params.rate.count;
+    p.emission_interval_us = p.rate.period_us / p.rate.count;
+    p.rate_varies = params.rate_varies;
+    p.burst_varies = params.burst_varies;
 
     if (!algorithm.configure(p, why)) {
-        return {std::nullopt, why.text()};
+        return {std::nullopt, template_refusal(p, why)};
     }
     return {p, nullptr};
 }
@@ -155,6 +111,19 @@ settle_refusal(const Policy &policy, Message &why) noexcept
         policy, why, "whose requests give their place back when they end");
 }
 
+// Freeing the places of requests still running would let more of them
+// run at once than the zone allows; a place whose nginx is gone frees
+// itself within a lease. So there is nothing for a reset to do.
+const char *
+reset_refusal(const Policy &policy, Message &why) noexcept
+{
+    return concurrent_refusal(
+        policy, why,
+        "whose places are held by requests still running and free "
+        "themselves when these end (within a lease if their nginx is "
+        "gone): a reset cannot end them");
+}
+
 const char *
 reload_refusal(const Policy &was, const Policy &now, Message &why) noexcept
 {
@@ -178,6 +147,23 @@ reload_refusal(const Policy &was, const Policy &now, Message &why) noexcept
         return why.format("changed to or from sync=strict").text();
     }
 
+    // a local or strict zone's table took all of its pages: it left none
+    // for the records (names, pending units) of the keys an async zone's
+    // sync sends, which an async zone sets aside (table_pages())
+    if (now.mode == Mode::async && was.mode != Mode::async) {
+        return why.format("changed to sync=async").text();
+    }
+
+    // where rate= is a variable, an async zone's records of keys due a
+    // sync keep each key's rate, which the workers of the other
+    // configuration (old ones finish their last sync) would misread
+    if (now.mode == Mode::async && was.mode == Mode::async
+        && now.rate_varies != was.rate_varies)
+    {
+        return why.format("changed rate= to or from a variable in sync=async")
+            .text();
+    }
+
     // a concurrent= zone's places are counted in buckets of a quarter lease
     if (was.lease_us != now.lease_us) {
         return why
@@ -187,13 +173,16 @@ reload_refusal(const Policy &was, const Policy &now, Message &why) noexcept
             .text();
     }
 
-    // the words beside each key were allocated for the old limit
+    // the words beside each key were allocated for the old limit (or
+    // log_max=, where the limit varies per request)
     if (was.log_slots != now.log_slots) {
         return why
-            .format("changed the limit of its %.*s from %lld to %lld",
+            .format("changed the timestamps its %.*s keeps per key (its "
+                    "limit, or log_max= where the limit is a variable) "
+                    "from %lld to %lld",
                     static_cast<int>(after.size()), after.data(),
-                    static_cast<long long>(was.limit),
-                    static_cast<long long>(now.limit))
+                    static_cast<long long>(was.log_slots),
+                    static_cast<long long>(now.log_slots))
             .text();
     }
 
@@ -349,36 +338,104 @@ Policy::forget_answers(StoredKey &key, int64_t now,
     key.pending.since = std::max(key.pending.since, answered_by_us);
 }
 
+namespace {
+
+// A slot's words before its log: GCRA's, and every other algorithm's; the
+// last of them is the fence, or an async key's record.
+constexpr int64_t kTatSlotWords = 2;  // TAT, fence
+constexpr int64_t kFullSlotWords = 4; // expiry, state[2], fence
+
+// An async zone's share of its pages for the records of its keys due a
+// sync: 1 / kRecordShare.
+constexpr size_t kRecordShare = 4;
+
+} // namespace
+
 int64_t
-Policy::flight_wait_us(const StoredKey *key, const Decision &decided,
-                       int64_t now) const noexcept
+Policy::slot_words() const noexcept
 {
-    if (mode != Mode::strict || key == nullptr || key->pending.units <= now
-        || decided.result.limited || decided.result.remaining > 0)
-    {
-        return 0;
-    }
-    return key->pending.units - now;
+    return (algorithm->expiry_is_state() ? kTatSlotWords : kFullSlotWords)
+        + log_slots;
 }
 
 void
-Policy::take_flight(StoredKey &key, int64_t until_us) const noexcept
+Policy::load_slot(const int64_t *slot, StoredKey &key) const noexcept
 {
-    key.pending.units = std::max(key.pending.units, until_us);
+    const PendingUnits pending = key.pending;
+
+    key = StoredKey{};
+    if (algorithm->expiry_is_state()) {
+        key.state.words[0] = slot[0];
+        key.expire_at_us = slot[0];
+    } else {
+        key.expire_at_us = slot[0];
+        key.state.words[0] = slot[1];
+        key.state.words[1] = slot[2];
+    }
+
+    if (mode == Mode::async) {
+        key.pending = pending;
+        return;
+    }
+    key.pending.since = slot[slot_words() - log_slots - 1];
 }
 
 void
-Policy::land_flight(StoredKey &key, int64_t until_us) const noexcept
+Policy::store_slot(const StoredKey &key, int64_t *slot) const noexcept
 {
-    if (key.pending.units == until_us) {
-        key.pending.units = 0;
+    int64_t *fence;
+
+    if (algorithm->expiry_is_state()) {
+        // an expiry apart from the TAT is only forget_answers()'s "now",
+        // with a zeroed TAT: stale either way
+        slot[0] = key.state.words[0];
+        fence = &slot[1];
+    } else {
+        slot[0] = key.expire_at_us;
+        slot[1] = key.state.words[0];
+        slot[2] = key.state.words[1];
+        fence = &slot[3];
     }
+
+    if (mode != Mode::async) {
+        *fence = key.pending.since;
+    }
+}
+
+int64_t
+Policy::slot_free_at(const int64_t *slot) const noexcept
+{
+    const int64_t fence =
+        mode == Mode::async ? 0 : slot[slot_words() - log_slots - 1];
+
+    return std::max(slot[0], fence);
+}
+
+int64_t *
+Policy::slot_record(int64_t *slot) const noexcept
+{
+    return mode == Mode::async ? slot + (slot_words() - log_slots - 1)
+                               : nullptr;
+}
+
+size_t
+Policy::table_pages(size_t free_pages) const noexcept
+{
+    const size_t pages = free_pages > 0 ? free_pages - 1 : 0;
+
+    return mode == Mode::async ? pages - pages / kRecordShare : pages;
+}
+
+int64_t *
+Policy::slot_log(int64_t *slot) const noexcept
+{
+    return slot + (slot_words() - log_slots);
 }
 
 SyncLayout
 Policy::sync_layout() const noexcept
 {
-    return algorithm->syncing()->layout();
+    return algorithm->syncing()->layout(*this);
 }
 
 void

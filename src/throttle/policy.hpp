@@ -37,6 +37,10 @@ struct ZoneParams {
     // place for a lease that its worker renews while it runs
     std::optional<int64_t> concurrent;
     std::optional<int64_t> lease_us;
+    // rate= or burst= given by a variable, read per request (rate or
+    // burst above is then not given)
+    bool rate_varies = false;
+    bool burst_varies = false;
 };
 
 // A concurrent= zone's default lease: a worker renews its requests'
@@ -63,6 +67,12 @@ constexpr int64_t kMaxBurst = 1'000'000'000;
 
 // The largest cost= accepted.
 constexpr int64_t kMaxCost = 1'000'000'000;
+
+// The rate a zone's template has when its rate= is a variable: the
+// smallest count, so that the configuration rules refuse only what no
+// value of the variable could make right (a constant burst= beyond
+// sliding_log's log_max=); per second, where GCRA refuses no burst.
+constexpr Rate kTemplateRate{1, 1'000'000};
 
 // A throttle line without delay=: no request waits (limit_req's nodelay).
 constexpr int64_t kNoDelay = INT64_MAX;
@@ -97,6 +107,13 @@ struct Policy {
     // concurrent= zones: how long a place outlives its request's last
     // renewal (0: a zone of a rate)
     int64_t lease_us = 0;
+    // Whether rate= or burst= is a variable (docs/plans.md): then each
+    // request has a policy of its own, made from the zone's by make_plan()
+    // (plans.hpp), which keeps these flags; the zone's own, its template,
+    // has the smallest value for each (kTemplateRate, burst 0) and decides
+    // no request.
+    bool rate_varies = false;
+    bool burst_varies = false;
 
     // A concurrent= zone: a request it admits holds a place until it ends
     // (then settle() with 1 unit reserved and none used gives it back),
@@ -104,6 +121,7 @@ struct Policy {
     // (renew(), renew_call()).
     bool    holds_places() const noexcept { return lease_us > 0; }
     int64_t renew_interval_us() const noexcept { return lease_us / 4; }
+    bool    varies() const noexcept { return rate_varies || burst_varies; }
 
     // --- every mode
 
@@ -197,26 +215,93 @@ struct Policy {
                         int64_t answered_by_us) const noexcept;
 
     // One flight per key: while a decision script for a key is in flight
-    // from this nginx (its "flight", which the zone keeps in the key's
-    // pending.units: when it will have timed out), the nginx's other
-    // requests that would take the last unit the zone knows of wait for
-    // its answer rather than all go to Redis at once (a flooded key),
-    // and are decided again from the memory it updates: rejected if it
-    // proves Redis would reject them, else one of them is the next
-    // flight. A request whose memory shows room for more than itself goes
-    // to Redis at once, as before: several may be admitted at once.
+    // from this nginx (its "flight": when it will have timed out), the
+    // nginx's other requests that would take the last unit the zone knows
+    // of wait for its answer rather than all go to Redis at once (a
+    // flooded key), and are decided again from the memory it updates:
+    // rejected if it proves Redis would reject them, else one of them is
+    // the next flight. A request whose memory shows room for more than
+    // itself goes to Redis at once, as before: several may be admitted at
+    // once. The glue keeps a zone's flights apart from its keys' slots
+    // (FlightEntry, table.hpp); a flight it has lost (another key's took
+    // its entry) only sends more requests to Redis, never rejects one.
     //
     // How long a request that decide() let go to Redis (`decided`) may
-    // wait for the key's flight, at most (until it times out): 0 if it
-    // goes to Redis now.
-    int64_t flight_wait_us(const StoredKey *key, const Decision &decided,
+    // wait for the key's flight (`flight_us`, 0: none), at most (until it
+    // times out): 0 if it goes to Redis now.
+    int64_t flight_wait_us(int64_t flight_us, const Decision &decided,
                            int64_t now_us) const noexcept;
     // The request goes to Redis: its script is the key's flight until
-    // until_us (when it was sent, plus the backend's timeout).
-    void take_flight(StoredKey &key, int64_t until_us) const noexcept;
+    // until_us (when it was sent, plus the backend's timeout). The key's
+    // flight from now on (0 in a zone that has none).
+    int64_t take_flight(int64_t flight_us, int64_t until_us) const noexcept;
     // The flight that ends at until_us is over (answered, failed, or its
-    // request gone): the key has none, unless another has taken it since.
-    void land_flight(StoredKey &key, int64_t until_us) const noexcept;
+    // request gone): the key has none (0), unless another has taken it
+    // since; a flight that failed (no answer in time, or an error) leaves
+    // its mark (a negative flight), which no request waits for.
+    int64_t land_flight(int64_t flight_us, int64_t until_us,
+                        bool failed) const noexcept;
+    // Whether the key's last flight failed at now_us: it landed so, or
+    // its time passed without an answer (its request's own timer may not
+    // have fired yet). A request that waited for it fails as it did
+    // (RequestDecision::end_pass()), rather than wait a Redis timeout
+    // more for a script of its own.
+    static bool flight_failed(int64_t flight_us, int64_t now_us) noexcept
+    {
+        return flight_us < 0 || (flight_us > 0 && flight_us <= now_us);
+    }
+
+    // --- resetting a key (throttle_api's DELETE): fresh from then on
+
+    // What the zone keeps of a key it resets at now_us (`key`: as it holds
+    // it, or a new key's zeroed state), Redis having deleted the key's
+    // state (reset_call()) by answered_by_us, or given up: true if the
+    // key's slot stays, as `key` now is; false if it goes. A strict zone
+    // keeps a fence there, as forget_answers() does: the answers to the
+    // scripts sent before the reset tell of the key before it, and are
+    // not remembered; the slot frees itself at answered_by_us. A local or
+    // async zone's slot goes, and with it an async key's units not synced
+    // yet: they were charged before the reset, and sending them would
+    // charge the fresh key.
+    bool reset(StoredKey &key, int64_t now_us,
+               int64_t answered_by_us) const noexcept;
+    // The script that deletes the key's state in Redis (KEYS[1]: its
+    // name, tagged as redis_hash_tag() says), in strict and async zones;
+    // a call with no script in a local zone, which has none there.
+    ScriptCall reset_call() const noexcept;
+    // How a key's name in Redis is tagged: by the key in a strict zone, by
+    // the zone's shard in an async one (docs/modes.md).
+    HashTag redis_hash_tag() const noexcept;
+
+    // --- a key's slot in a zone's table
+
+    // Words a slot keeps beside the key's tag: the key's state, as little
+    // of it as the algorithm needs (GCRA: its TAT, which is also its
+    // expiry, and a last word: 2; the others: the expiry, two state words
+    // and the last word: 4), then log_slots words. The last word is a
+    // strict zone's fence (pending.since), and an async zone's reference
+    // to the record of a key due a sync (slot_record()), which holds its
+    // pending units and its name; a local zone leaves it 0. The same in
+    // every mode, so that a reload between them that keeps the keys
+    // (reload_refusal()) keeps the slots' layout.
+    int64_t slot_words() const noexcept;
+    // An async zone's load_slot() leaves the pending units as they come
+    // (they are the record's) and store_slot() leaves the reference.
+    void load_slot(const int64_t *slot, StoredKey &key) const noexcept;
+    void store_slot(const StoredKey &key, int64_t *slot) const noexcept;
+    // When the slot may go to another key: its key is stale (the same as a
+    // fresh one) and fences no answer (forget_answers()) from then on. (An
+    // async key still due a sync is the glue's to keep: slot_record().)
+    int64_t slot_free_at(const int64_t *slot) const noexcept;
+    // The key's log_slots words, after the state's.
+    int64_t *slot_log(int64_t *slot) const noexcept;
+    // An async zone: the word of the slot that refers to its key's record
+    // while the key is due a sync (0: none); null in other modes.
+    int64_t *slot_record(int64_t *slot) const noexcept;
+    // How many of a new zone's `free_pages` its table takes: all but one
+    // (for what the slab allocates later); an async zone leaves a quarter
+    // of them to the records of its keys due a sync.
+    size_t table_pages(size_t free_pages) const noexcept;
 
     // --- async zones
 
@@ -246,6 +331,10 @@ const char *delay_refusal(const Policy &policy, Message &why) noexcept;
 // delay_refusal() says it, or null if it can.
 const char *cost_refusal(const Policy &policy, Message &why) noexcept;
 const char *settle_refusal(const Policy &policy, Message &why) noexcept;
+
+// Why a key of this zone cannot be reset (throttle_api's DELETE), as
+// delay_refusal() says it, or null if it can.
+const char *reset_refusal(const Policy &policy, Message &why) noexcept;
 
 // The reload rules: why a zone that kept its name and size cannot keep its
 // keys under its new policy (the text is in `why`), or null if it can.

@@ -140,6 +140,13 @@ RequestDecision::end_pass(bool room) noexcept
             finish(rejected);
         } else if (waits_for_flight()) {
             stage_ = Stage::flight;
+        } else if (waited_for_failed_flight()) {
+            /* its flight's failure is its answer: it does not wait a
+             * Redis timeout more for a script of its own */
+            for (size_t i = 0; i < n_; i++) {
+                checks_[i].failed = checks_[i].strict();
+            }
+            redis_done();
         } else {
             asked_redis_ = true;
             stage_ = Stage::redis;
@@ -182,6 +189,19 @@ RequestDecision::waits_for_flight() const noexcept
             flight || (checks_[i].strict() && checks_[i].flight_wait_us > 0);
     }
     return flight && waited_us_ < flight_budget_us();
+}
+
+// Whether the request waited for a flight that has failed since: no
+// answer came in time (or an error did), so none will for it either.
+bool
+RequestDecision::waited_for_failed_flight() const noexcept
+{
+    bool failed = false;
+
+    for (size_t i = 0; i < n_; i++) {
+        failed = failed || (checks_[i].strict() && checks_[i].flight_failed);
+    }
+    return failed && waited_us_ > 0;
 }
 
 int64_t

@@ -131,8 +131,11 @@ struct ZoneCheck {
     // all for flights (its Redis's timeout)
     int64_t flight_wait_us = 0;
     int64_t flight_budget_us = 0;
-    bool    failed = false;  // its Redis did not answer
-    bool    charged = false; // the zone keeps the cost
+    // strict: the key's last flight failed (Policy::flight_failed()), as
+    // the glue found it each zone pass
+    bool flight_failed = false;
+    bool failed = false;  // its Redis did not answer
+    bool charged = false; // the zone keeps the cost
 
     bool strict() const noexcept
     {
@@ -260,6 +263,7 @@ class RequestDecision {
   private:
     bool    any_limited() const noexcept;
     bool    waits_for_flight() const noexcept;
+    bool    waited_for_failed_flight() const noexcept;
     int64_t flight_budget_us() const noexcept;
     void    fail() noexcept;
     void    finish(bool rejected) noexcept;

@@ -22,7 +22,7 @@ struct Ring {
 
     Ring(const WindowParams &params, const KeyState &state,
          const int64_t *s) noexcept
-        : slots(s), capacity(params.limit), head(0), size(0)
+        : slots(s), capacity(params.ring_slots), head(0), size(0)
     {
         if (slots != nullptr && capacity > 0) {
             head = state.words[0] % capacity;
@@ -79,9 +79,11 @@ sliding_log_decide(const WindowParams &params, const KeyState &state,
 
     // The newest entry after this request; none is -1.
     int64_t newest = count > 0 ? ring.at(ring.size - 1) : -1;
+    // (a key may hold more entries than the limit: those of a larger
+    // limit, before its plan changed)
     if (cost > limit) {
         d.result.limited = true;
-        d.result.remaining = limit - count;
+        d.result.remaining = std::max<int64_t>(limit - count, 0);
     } else if (count + cost <= limit) {
         d.result.remaining = limit - count - cost;
         if (cost > 0) {
@@ -90,7 +92,7 @@ sliding_log_decide(const WindowParams &params, const KeyState &state,
         }
     } else {
         d.result.limited = true;
-        d.result.remaining = limit - count;
+        d.result.remaining = std::max<int64_t>(limit - count, 0);
         // The request fits once the k-th oldest entry has left, k = count +
         // cost - limit (1 <= k <= count here).
         const int64_t k = count + cost - limit;
@@ -109,7 +111,7 @@ sliding_log_record(const WindowParams &params, KeyState &state, int64_t *slots,
                    int64_t now_us, int64_t cost) noexcept
 {
     const int64_t w = params.window_us;
-    const int64_t capacity = params.limit;
+    const int64_t capacity = params.ring_slots;
     if (slots == nullptr || capacity <= 0) {
         return 0;
     }
@@ -125,9 +127,10 @@ sliding_log_record(const WindowParams &params, KeyState &state, int64_t *slots,
         size > 0 ? std::max(now_us, ring.at(ring.size - 1)) : now_us;
     // The caller records only what decide() admitted, so the ring has room;
     // if not, the oldest entries give way rather than memory being
-    // overwritten elsewhere. More than capacity equal entries would only
-    // overwrite one another.
-    for (int64_t j = std::min(cost, capacity); j > 0; j--) {
+    // overwritten elsewhere. More than the limit (a settle's debt) would
+    // only reject for a window longer, as the charge script has it, and
+    // more than capacity equal entries would overwrite one another.
+    for (int64_t j = std::min({cost, params.limit, capacity}); j > 0; j--) {
         if (size == capacity) {
             head = (head + 1) % capacity;
             size--;
@@ -187,7 +190,7 @@ class SlidingLog final : public WindowAlgorithm {
     {
     }
 
-    // A local zone keeps the ring in a key's node.
+    // A local zone keeps the ring in a key's slot.
     bool configure(Policy &policy, Message &why) const noexcept override
     {
         if (!WindowAlgorithm::configure(policy, why)) {
@@ -205,7 +208,11 @@ class SlidingLog final : public WindowAlgorithm {
                        static_cast<long long>(kMaxLogMax));
             return false;
         }
-        policy.log_slots = policy.mode == Mode::strict ? 0 : policy.limit;
+        // a zone's memory is sized once, for every request: where the
+        // limit varies per request, for the largest one it may have
+        policy.log_slots = policy.mode == Mode::strict ? 0
+            : policy.varies()                          ? policy.log_max
+                                                       : policy.limit;
         return true;
     }
 

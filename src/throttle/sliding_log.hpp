@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: BSD-2-Clause
 // sliding_log: exact; one timestamp per admitted unit, kept while it is in
 // the window (an entry at `ts` counts while now < ts + window). A zone
-// keeps them in a ring of `limit` slots per key beside the key's state
+// keeps them in a ring of `limit` slots per key (`log_max` where the limit
+// varies per request) beside the key's state
 // (words[0] = index of the oldest entry, words[1] = entries); Redis keeps a
 // sorted set (src/scripts/sliding_log.lua). Deciding only reads; a request
 // that passes every zone is then recorded, so that one rejected by another
@@ -20,7 +21,9 @@
 namespace throttle {
 
 // Passes iff entries in the window + cost <= limit.
-//   remaining    limit - entries in the window (after it, if it passed)
+//   remaining    limit - entries in the window (after it, if it passed),
+//                0 at least (a key may hold more entries than a smaller
+//                limit allows, from before its plan changed)
 //   reset_after  until the newest entry leaves the window (after this
 //                request, if it passed: the window), 0 if none
 //   retry_after  until the (entries + cost - limit)-th oldest entry leaves
@@ -29,13 +32,14 @@ namespace throttle {
 //                request, if it passed: what sliding_log_record() returns)
 // `store` is false: the state changes only through sliding_log_record()
 // (and sliding_log_refund()).
-// `slots` holds params.limit timestamps, in ring order (null for a fresh
-// key).
+// `slots` holds params.ring_slots timestamps (at least the limit), in ring
+// order (null for a fresh key).
 Decision sliding_log_decide(const WindowParams &params, const KeyState &state,
                             const int64_t *slots, int64_t now_us,
                             int64_t cost) noexcept;
 
-// Records `cost` entries at now_us (a request that passed), dropping the
+// Records `cost` entries at now_us (a request that passed; a settle's
+// charge: at most `limit` of them), dropping the
 // entries that have left the window first. Entries stay in time order: a
 // clock that went back records them at the newest entry's time. Returns
 // when the newest entry leaves the window (the key's new expire_at).

@@ -88,24 +88,30 @@ synced_window_state(PreviousWindow previous, int64_t window_us,
 }
 
 SyncLayout
-WindowSync::layout() const noexcept
+WindowSync::layout(const Policy &policy) const noexcept
 {
-    return {script_, 1, 3, 1, previous_ == PreviousWindow::weighs ? 2u : 1u};
+    return {script_, 1, policy.rate_varies ? 4u : 3u, 1,
+            previous_ == PreviousWindow::weighs ? 2u : 1u};
 }
 
+// The window, or 0 where each key sends its own (then Redis answers with
+// its clock, from which each key's place in its window follows).
 void
 WindowSync::head_args(const Policy &policy, int64_t *out) const noexcept
 {
-    out[0] = policy.window_us;
+    out[0] = policy.rate_varies ? 0 : policy.window_us;
 }
 
 void
-WindowSync::key_args(const Policy &, const PendingUnits &units,
+WindowSync::key_args(const Policy &policy, const PendingUnits &units,
                      int64_t sent_at_us, int64_t *out) const noexcept
 {
     out[0] = low_count(units.units);
     out[1] = high_count(units.units);
     out[2] = units.units ? std::max<int64_t>(sent_at_us - units.since, 0) : 0;
+    if (policy.rate_varies) {
+        out[3] = policy.window_us;
+    }
 }
 
 bool
@@ -113,8 +119,11 @@ WindowSync::apply(const Policy &policy, const int64_t *reply_head,
                   const int64_t *values, int64_t sent_at_us, int64_t now_us,
                   StoredKey &key) const noexcept
 {
+    const int64_t redis_elapsed_us =
+        policy.rate_varies ? reply_head[0] % policy.window_us : reply_head[0];
+
     return synced_window_state(previous_, policy.window_us, sent_at_us,
-                               reply_head[0], values, key.pending, now_us,
+                               redis_elapsed_us, values, key.pending, now_us,
                                key.state, key.expire_at_us);
 }
 

@@ -46,6 +46,8 @@ bool synced_window_state(PreviousWindow previous, int64_t window_us,
 // key its units of its window and of the one before, and how long ago its
 // window began; Redis adds them to the window then current by its clock
 // and answers with how far it is into its window, and per key its counts.
+// (Where each key has its own window, a variable rate=, the key sends it
+// too, and Redis answers with its clock instead.)
 class WindowSync final : public Syncing {
   public:
     constexpr WindowSync(const Script &script, PreviousWindow previous) noexcept
@@ -53,7 +55,7 @@ class WindowSync final : public Syncing {
     {
     }
 
-    SyncLayout layout() const noexcept override;
+    SyncLayout layout(const Policy &policy) const noexcept override;
     void head_args(const Policy &policy, int64_t *out) const noexcept override;
     void key_args(const Policy &policy, const PendingUnits &units,
                   int64_t sent_at_us, int64_t *out) const noexcept override;

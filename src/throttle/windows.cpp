@@ -24,7 +24,7 @@ settled_count(int64_t count, int64_t delta_units) noexcept
 WindowParams
 window_params(const Policy &policy) noexcept
 {
-    return {policy.window_us, policy.limit};
+    return {policy.window_us, policy.limit, policy.log_slots};
 }
 
 bool

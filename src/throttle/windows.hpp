@@ -19,8 +19,11 @@
 namespace throttle {
 
 struct WindowParams {
-    int64_t window_us; // the rate's unit
-    int64_t limit;     // units per window: the rate's count + burst
+    int64_t window_us;  // the rate's unit
+    int64_t limit;      // units per window: the rate's count + burst
+    int64_t ring_slots; // sliding_log: the entries a key's ring holds (the
+                        // zone's log_slots: its limit, or log_max where
+                        // the limit varies per request)
 };
 
 WindowParams window_params(const Policy &policy) noexcept;

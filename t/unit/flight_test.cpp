@@ -5,6 +5,7 @@
 // decided again from the memory it leaves (RequestDecision's flight
 // stage): rejected where it proves Redis would, else one goes next.
 #include "request_support.hpp"
+#include "throttle/table.hpp"
 
 #include <gtest/gtest.h>
 
@@ -46,6 +47,7 @@ after_last_unit()
 
 TEST(Flight, AWaitingRequestIsRejectedFromTheFlightsAdmission)
 {
+    int64_t       flight = 0; // the key\'s FlightEntry\'s
     const Policy &p = flooded_policy();
     StoredKey     key = after_last_unit();
     int64_t       now = kSentAt + 800; // the answer is in: one RTT later
@@ -55,11 +57,12 @@ TEST(Flight, AWaitingRequestIsRejectedFromTheFlightsAdmission)
     ASSERT_TRUE(d.result.limited);
     EXPECT_EQ(d.result.retry_after_us, kSentAt + kT - now);
     EXPECT_EQ(d.result.remaining, 0);
-    EXPECT_EQ(p.flight_wait_us(&key, d, now), 0);
+    EXPECT_EQ(p.flight_wait_us(flight, d, now), 0);
 }
 
 TEST(Flight, WhenTheBoundPassesOneRequestFliesAndTheOthersWait)
 {
+    int64_t       flight = 0; // the key\'s FlightEntry\'s
     const Policy &p = flooded_policy();
     StoredKey     key = after_last_unit();
     int64_t       now = kSentAt + kT; // the next unit may fit
@@ -67,28 +70,29 @@ TEST(Flight, WhenTheBoundPassesOneRequestFliesAndTheOthersWait)
     Decision first = p.decide(&key, nullptr, now, 1);
     ASSERT_FALSE(first.result.limited); // ask Redis
     EXPECT_EQ(first.result.remaining, 0);
-    EXPECT_EQ(p.flight_wait_us(&key, first, now), 0); // no flight: it goes
+    EXPECT_EQ(p.flight_wait_us(flight, first, now), 0); // no flight: it goes
 
-    p.take_flight(key, now + kTimeout);
+    flight = p.take_flight(flight, now + kTimeout);
 
     Decision second = p.decide(&key, nullptr, now + 100, 1);
     ASSERT_FALSE(second.result.limited);
-    EXPECT_EQ(p.flight_wait_us(&key, second, now + 100), kTimeout - 100);
+    EXPECT_EQ(p.flight_wait_us(flight, second, now + 100), kTimeout - 100);
 
     // the flight's admission lands: the waiter is rejected from it
     ThrottleResult admitted{false, 11, 0, kDvt, -1};
     Decision learned = p.remember_answer(&key, admitted, 1, now, now + 700);
     p.commit(learned, now + 700, 1, key, nullptr);
-    p.land_flight(key, now + kTimeout);
+    flight = p.land_flight(flight, now + kTimeout, false);
 
     Decision again = p.decide(&key, nullptr, now + 1000, 1);
     EXPECT_TRUE(again.result.limited);
     EXPECT_EQ(again.result.retry_after_us, kT - 1000);
-    EXPECT_EQ(p.flight_wait_us(&key, again, now + 1000), 0);
+    EXPECT_EQ(p.flight_wait_us(flight, again, now + 1000), 0);
 }
 
 TEST(Flight, ARequestWithRoomInTheMemoryNeverWaits)
 {
+    int64_t       flight = 0; // the key\'s FlightEntry\'s
     const Policy &p = flooded_policy();
     StoredKey     key = after_last_unit();
     int64_t       now = kSentAt + 3 * kT; // room for 2 more by the memory
@@ -96,62 +100,126 @@ TEST(Flight, ARequestWithRoomInTheMemoryNeverWaits)
     Decision d = p.decide(&key, nullptr, now, 1);
     ASSERT_FALSE(d.result.limited);
     EXPECT_GT(d.result.remaining, 0);
-    p.take_flight(key, now + kTimeout);
-    EXPECT_EQ(p.flight_wait_us(&key, d, now), 0);
+    flight = p.take_flight(flight, now + kTimeout);
+    EXPECT_EQ(p.flight_wait_us(flight, d, now), 0);
 }
 
-TEST(Flight, AKeyTheZoneKnowsNothingOfNeverWaits)
+TEST(Flight, AKeyTheZoneKnowsNothingOfWaitsOnlyIfItWouldTakeItsLastUnit)
 {
+    int64_t       flight = 0; // the key\'s FlightEntry\'s
     const Policy &p = flooded_policy();
     Decision      d = p.decide(nullptr, nullptr, kSentAt, 1);
 
     ASSERT_FALSE(d.result.limited);
-    EXPECT_EQ(p.flight_wait_us(nullptr, d, kSentAt), 0);
+    EXPECT_EQ(p.flight_wait_us(flight, d, kSentAt), 0);
 
-    // a node whose memory has lapsed: the zone knows nothing either
+    // a node whose memory has lapsed: the zone knows nothing either, and
+    // a fresh key's burst leaves room for more than this request
     StoredKey key = after_last_unit();
     int64_t   later = kSentAt + 10 * kSecond;
-    p.take_flight(key, later + kTimeout);
+    flight = p.take_flight(flight, later + kTimeout);
     d = p.decide(&key, nullptr, later, 1);
-    EXPECT_EQ(d.result.remaining, p.limit);
-    EXPECT_EQ(p.flight_wait_us(&key, d, later), 0);
+    EXPECT_EQ(d.result.remaining, p.limit - 1);
+    EXPECT_EQ(p.flight_wait_us(flight, d, later), 0);
+
+    // burst=0: a fresh key has room for one request, so the others wait
+    // for its flight (a key flooded at once)
+    static const Policy single =
+        make_test_policy("gcra", 50, kSecond, 0, Mode::strict);
+    d = single.decide(nullptr, nullptr, later, 1);
+    ASSERT_FALSE(d.result.limited);
+    EXPECT_EQ(d.result.remaining, 0);
+    EXPECT_EQ(single.flight_wait_us(flight, d, later), kTimeout);
 }
 
 TEST(Flight, AFlightThatTimedOutIsNoLongerWaitedFor)
 {
+    int64_t       flight = 0; // the key\'s FlightEntry\'s
     const Policy &p = flooded_policy();
     StoredKey     key = after_last_unit();
     int64_t       now = kSentAt + kT;
 
-    p.take_flight(key, now + kTimeout);
+    flight = p.take_flight(flight, now + kTimeout);
     Decision d = p.decide(&key, nullptr, now + kTimeout, 1);
-    EXPECT_EQ(p.flight_wait_us(&key, d, now + kTimeout), 0);
+    EXPECT_EQ(p.flight_wait_us(flight, d, now + kTimeout), 0);
 }
 
 TEST(Flight, OnlyItsOwnFlightLands)
 {
+    int64_t       flight = 0; // the key\'s FlightEntry\'s
     const Policy &p = flooded_policy();
     StoredKey     key = after_last_unit();
     int64_t       now = kSentAt + kT;
 
-    p.take_flight(key, now + kTimeout);
-    p.take_flight(key, now + 10 + kTimeout); // one sent after it timed out
-    p.take_flight(key, now + kTimeout);      // keeps the later
-    p.land_flight(key, now + kTimeout);      // the older one lands
+    flight = p.take_flight(flight, now + kTimeout);
+    flight = p.take_flight(flight,
+                           now + 10 + kTimeout); // one sent after it timed out
+    flight = p.take_flight(flight, now + kTimeout); // keeps the later
+    flight =
+        p.land_flight(flight, now + kTimeout, false); // the older one lands
     Decision d = p.decide(&key, nullptr, now + 20, 1);
-    EXPECT_EQ(p.flight_wait_us(&key, d, now + 20), kTimeout - 10);
+    EXPECT_EQ(p.flight_wait_us(flight, d, now + 20), kTimeout - 10);
 
-    p.land_flight(key, now + 10 + kTimeout);
-    EXPECT_EQ(p.flight_wait_us(&key, d, now + 20), 0);
+    flight = p.land_flight(flight, now + 10 + kTimeout, false);
+    EXPECT_EQ(p.flight_wait_us(flight, d, now + 20), 0);
+}
+
+TEST(Flight, AFailedFlightLeavesAMarkThatNoRequestWaitsFor)
+{
+    int64_t       flight = 0; // the key\'s FlightEntry\'s
+    const Policy &p = flooded_policy();
+    StoredKey     key = after_last_unit();
+    int64_t       now = kSentAt + kT;
+
+    flight = p.take_flight(flight, now + kTimeout);
+    flight = p.land_flight(flight, now + kTimeout, true);
+    EXPECT_TRUE(Policy::flight_failed(flight, now + kTimeout));
+    Decision d = p.decide(&key, nullptr, now + kTimeout, 1);
+    EXPECT_EQ(p.flight_wait_us(flight, d, now + kTimeout), 0);
+
+    // the next request to Redis takes the flight over the mark
+    flight = p.take_flight(flight, now + 20 + kTimeout);
+    EXPECT_FALSE(Policy::flight_failed(flight, now + 20));
+    // and if no answer lands in its time, it failed too
+    EXPECT_TRUE(Policy::flight_failed(flight, now + 20 + kTimeout));
+    d = p.decide(&key, nullptr, now + 20, 1);
+    EXPECT_EQ(p.flight_wait_us(flight, d, now + 20), kTimeout);
 }
 
 TEST(Flight, LocalAndAsyncZonesHaveNoFlights)
 {
+    int64_t       flight = 0; // the key\'s FlightEntry\'s
     const Policy &p = local_policy();
     StoredKey     key;
-    p.take_flight(key, kSentAt + kTimeout);
+    flight = p.take_flight(flight, kSentAt + kTimeout);
+    EXPECT_EQ(flight, 0);
     Decision d = p.decide(&key, nullptr, kSentAt, 11);
-    EXPECT_EQ(p.flight_wait_us(&key, d, kSentAt), 0);
+    EXPECT_EQ(p.flight_wait_us(flight, d, kSentAt), 0);
+}
+
+TEST(Flight, AnEntryIsItsKeysOnlyWhileNoOtherTookIt)
+{
+    FlightEntry  entries[16] = {};
+    const size_t n = 16;
+    uint64_t     tag = 0x1234, other = tag + n; // the same entry
+
+    FlightEntry &e = entries[flight_index(tag, n)];
+    EXPECT_EQ(&entries[flight_index(other, n)], &e);
+    EXPECT_EQ(flight_of(e, tag), 0);
+    e = {tag, kSentAt + kTimeout};
+    EXPECT_EQ(flight_of(e, tag), kSentAt + kTimeout);
+    EXPECT_EQ(flight_of(e, other), 0); // no flight: it goes to Redis
+    e = {other, kSentAt + 1};
+    EXPECT_EQ(flight_of(e, tag), 0); // lost: its requests go, too
+}
+
+TEST(Flight, AZoneHasAFlightEntryPer256thOfItsBytesUpTo1024)
+{
+    EXPECT_EQ(flight_entries(4u << 20), 1024u);
+    EXPECT_EQ(flight_entries(64u << 20), 1024u);
+    EXPECT_EQ(flight_entries(1u << 20), 256u);
+    EXPECT_EQ(flight_entries(8u << 12), 16u);
+    EXPECT_EQ(flight_entries(0), 16u);
 }
 
 namespace {
@@ -218,6 +286,35 @@ TEST(FlightStage, NoRequestWaitsLongerThanItsRedissTimeout)
 
     req.decision.retry(kTimeout);
     req.pass({passes(0)}); // a flight again: it waits no more
+    ASSERT_EQ(req.decision.stage(), RequestDecision::Stage::redis);
+    EXPECT_TRUE(req.decision.asks_redis(0));
+}
+
+TEST(FlightStage, ARequestWhoseFlightFailedFailsWithoutAScriptOfItsOwn)
+{
+    Flooded req;
+
+    req.flight(kTimeout);
+    req.pass({passes(0)});
+    ASSERT_EQ(req.decision.stage(), RequestDecision::Stage::flight);
+    req.decision.retry(kTimeout);
+    req.flight(0);
+    req.checks[0].flight_failed = true; // no answer came in time
+    req.pass({passes(0)});
+    ASSERT_EQ(req.decision.stage(), RequestDecision::Stage::zones_after_redis);
+    req.pass({passes(0)}); // the other zones, as after Redis failed
+
+    EXPECT_EQ(req.status(), Status::error_allowed);
+    EXPECT_FALSE(req.decision.asks_redis(0));
+    EXPECT_FALSE(req.checks[0].charged);
+}
+
+TEST(FlightStage, ARequestThatDidNotWaitAsksRedisDespiteAFailedFlight)
+{
+    Flooded req;
+
+    req.checks[0].flight_failed = true; // an earlier request's flight
+    req.pass({passes(0)});
     ASSERT_EQ(req.decision.stage(), RequestDecision::Stage::redis);
     EXPECT_TRUE(req.decision.asks_redis(0));
 }

@@ -4,6 +4,7 @@
 // glue makes.
 #pragma once
 
+#include "throttle/plans.hpp"
 #include "throttle/policy.hpp"
 
 #include <gtest/gtest.h>
@@ -61,6 +62,35 @@ concurrent_policy(int64_t limit, int64_t lease_us = kDefaultLeaseUs,
     auto p = make_policy(params, why);
     EXPECT_TRUE(p) << p.error;
     return p ? *p.value : Policy{};
+}
+
+// A zone whose rate= and burst= are variables (docs/plans.md): its
+// template, of which each request makes its own policy (plan_of()).
+inline Policy
+plans_zone(std::string_view algorithm, Mode mode = Mode::local,
+           std::optional<int64_t> log_max = std::nullopt)
+{
+    static Message why;
+    ZoneParams     params;
+    params.algorithm = &algorithm_named(algorithm);
+    params.rate_varies = true;
+    params.burst_varies = true;
+    params.mode = mode;
+    params.log_max = log_max;
+    params.sync_interval_us = mode == Mode::async ? 100'000 : 0;
+    auto p = make_policy(params, why);
+    EXPECT_TRUE(p) << p.error;
+    return p ? *p.value : Policy{};
+}
+
+// A request's policy in such a zone, for the texts its variables gave.
+inline Policy
+plan_of(const Policy &zone, std::string_view rate, std::string_view burst)
+{
+    Message why;
+    auto    p = make_plan(zone, {rate, burst}, why);
+    EXPECT_TRUE(p) << p.error;
+    return p ? *p.value : zone;
 }
 
 // Every algorithm, by name.

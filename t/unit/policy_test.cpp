@@ -156,9 +156,10 @@ TEST(ReloadRules, RateBurstAndOtherModesMayChange)
     for (const char *name : {"gcra", "fixed_window", "sliding_window"}) {
         const Policy local = make_test_policy(name, 5, kSecond, 0);
         EXPECT_EQ(reload(local, make_test_policy(name, 50, kMinute, 7)), "");
+        // a local zone's table has no key names for the sync
         EXPECT_EQ(
             reload(local, make_test_policy(name, 5, kSecond, 0, Mode::async)),
-            "");
+            "changed to sync=async");
         EXPECT_EQ(
             reload(make_test_policy(name, 5, kSecond, 0, Mode::async), local),
             "");
@@ -174,7 +175,7 @@ TEST(ReloadRules, StrictComesAndGoesWhereItsMemoryIsAState)
                   "");
         EXPECT_EQ(reload(make_test_policy("gcra", 5, kSecond, 0, Mode::strict),
                          make_test_policy("gcra", 5, kSecond, 0, other)),
-                  "");
+                  other == Mode::async ? "changed to sync=async" : "");
     }
     for (const char *name : {"fixed_window", "sliding_window", "sliding_log"}) {
         EXPECT_EQ(reload(make_test_policy(name, 5, kSecond, 0),
@@ -192,7 +193,8 @@ TEST(ReloadRules, ALocalLogKeepsItsLimit)
 {
     const Policy was = make_test_policy("sliding_log", 3, kMinute, 0);
     EXPECT_EQ(reload(was, make_test_policy("sliding_log", 5, kMinute, 0)),
-              "changed the limit of its sliding_log from 3 to 5");
+              "changed the timestamps its sliding_log keeps per key (its "
+              "limit, or log_max= where the limit is a variable) from 3 to 5");
     EXPECT_EQ(reload(was, make_test_policy("sliding_log", 2, kMinute, 1)), "");
     // Redis keeps a strict zone's logs
     EXPECT_EQ(

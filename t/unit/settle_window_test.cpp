@@ -139,8 +139,8 @@ TEST(SettleWindowCounts, ACounterNeverGoesBelowNothing)
         s.words[1] = pack_counts(0, 2);
         int64_t expire_at_us = kEpoch + 2 * kSecond;
 
-        settle_window_counts(previous, {kSecond, 5}, -5, kEpoch, kEpoch + 1, s,
-                             expire_at_us);
+        settle_window_counts(previous, {kSecond, 5, 0}, -5, kEpoch, kEpoch + 1,
+                             s, expire_at_us);
 
         EXPECT_EQ(s.words[1], 0);
         EXPECT_EQ(expire_at_us, kEpoch + 1);
@@ -156,11 +156,11 @@ TEST(SettleWindowCounts, AFixedWindowCarriesNothingIntoTheNext)
     s.words[1] = 5;
     int64_t expire_at_us = kEpoch + kSecond;
 
-    settle_window_counts(PreviousWindow::ignored, {kSecond, 5}, -5, kEpoch,
+    settle_window_counts(PreviousWindow::ignored, {kSecond, 5, 0}, -5, kEpoch,
                          kEpoch + kSecond, s, expire_at_us);
     EXPECT_EQ(s.words[1], 5);
 
-    settle_window_counts(PreviousWindow::ignored, {kSecond, 5}, 1, kEpoch,
+    settle_window_counts(PreviousWindow::ignored, {kSecond, 5, 0}, 1, kEpoch,
                          kEpoch + kSecond, s, expire_at_us);
     EXPECT_EQ(s.words[0], kEpoch + kSecond);
     EXPECT_EQ(s.words[1], 1);

@@ -105,7 +105,7 @@ TEST(SlidingLog, CostAboveTheLimitNeverFits)
 
 TEST(SlidingLog, CostZeroRecordsNothing)
 {
-    const WindowParams params{kSecond, 3};
+    const WindowParams params{kSecond, 3, 3};
     Decision d = sliding_log_decide(params, KeyState{}, nullptr, kEpoch, 0);
     EXPECT_FALSE(d.result.limited);
     EXPECT_EQ(d.result.remaining, 3);
@@ -120,7 +120,7 @@ TEST(SlidingLog, CostZeroRecordsNothing)
 
 TEST(SlidingLog, RingWrapsAroundInTimeOrder)
 {
-    const WindowParams params{kSecond, 3};
+    const WindowParams params{kSecond, 3, 3};
     KeyState           state;
     int64_t            ring[3] = {-1, -1, -1};
     EXPECT_EQ(sliding_log_record(params, state, ring, 0, 1), kSecond);
@@ -164,7 +164,7 @@ TEST(SlidingLog, RingWrapsAroundInTimeOrder)
 
 TEST(SlidingLog, ExpiredEntriesAreSkippedAndThenDropped)
 {
-    const WindowParams params{kSecond, 4};
+    const WindowParams params{kSecond, 4, 4};
     KeyState           state;
     int64_t            ring[4] = {};
     for (int64_t t : {10, 20, 30, 40}) {
@@ -189,7 +189,7 @@ TEST(SlidingLog, ExpiredEntriesAreSkippedAndThenDropped)
 
 TEST(SlidingLog, AClockThatWentBackKeepsTheOrder)
 {
-    const WindowParams params{kSecond, 3};
+    const WindowParams params{kSecond, 3, 3};
     KeyState           state;
     int64_t            ring[3] = {};
     sliding_log_record(params, state, ring, 1000, 2);
@@ -213,7 +213,7 @@ TEST(SlidingLog, AStateLeftByAnotherLimitStaysInTheRing)
 {
     // A reload that lowered the limit may leave indexes beyond the ring:
     // they are brought back into it, not followed.
-    const WindowParams params{kSecond, 2};
+    const WindowParams params{kSecond, 2, 2};
     int64_t            ring[2] = {100, 200};
     KeyState           state;
     state.words[0] = 7;
