@@ -145,7 +145,7 @@ unit: $(CORE_BUILD)/CMakeCache.txt
 # sync, a lease), and each picks its own ports.
 integration: build
 	TEST_NGINX_BINARY=$(NGINX_BIN) TEST_THROTTLE_MODULE=$(MODULE) \
-	    prove -j $(TEST_JOBS) -I t/lib t/*.t
+	    prove --timer -j $(TEST_JOBS) -I t/lib t/*.t
 
 test: deps
 	@$(MAKE) --no-print-directory build

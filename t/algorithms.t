@@ -1144,7 +1144,7 @@ location / {
     add_header X-Gen 2 always;
 }
 --- reload_fails
-~ \[emerg\] .*throttle_zone "sl" changed the limit of its sliding_log from 3 to 5; rename the zone or change its size to start afresh
+~ \[emerg\] .*throttle_zone "sl" changed the timestamps its sliding_log keeps per key \(its limit, or log_max= where the limit is a variable\) from 3 to 5; rename the zone or change its size to start afresh
 --- requests_after_reload
 GET /a.txt => 200
   > X-Key: k

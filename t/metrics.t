@@ -352,19 +352,19 @@ location = /metrics {
 }
 --- requests
 perl {
-    is_deeply(main::one_each('GET /a.txt', 'user-', 400), { 200 => 400 },
-              "$name: 400 keys pass");
+    is_deeply(main::one_each('GET /a.txt', 'user-', 2000), { 200 => 2000 },
+              "$name: 2000 keys pass");
     my $m = metrics();
     my $keys = $m->{'nginx_throttle_zone_keys{zone="small"}'};
     my $live = $m->{'nginx_throttle_zone_evictions_total{zone="small",state="live"}'};
     cmp_ok($live, '>', 0, "$name: $live live keys evicted");
-    is($keys + $live, 400, "$name: $keys keys held + $live evicted = 400");
+    is($keys + $live, 2000, "$name: $keys keys held + $live evicted = 2000");
     main::metrics_are($name, $m, {
         'nginx_throttle_zone_evictions_total{zone="small",state="drained"}' => 0,
         'nginx_throttle_zone_size_bytes{zone="small"}' => 32768,
     });
     main::counts_are($name, $m, 'small',
-                     requests => { passed => 400 }, units => { passed => 400 });
+                     requests => { passed => 2000 }, units => { passed => 2000 });
     cmp_ok($m->{'nginx_throttle_zone_bytes{zone="small"}'}, '<=', 32768,
            "$name: zone_bytes within the zone");
 }
@@ -373,7 +373,7 @@ throttle zone "small" is full: evicting keys that are still limited
 
 
 
-=== TEST 9: expired keys evicted to make room for longer ones count as drained, not live
+=== TEST 9: expired keys make room for new ones: no live key is evicted (those a sweep had not emptied yet count as drained)
 --- http_config
 throttle_zone $http_x_key zone=small:32k rate=5r/s burst=0;
 --- config
@@ -387,21 +387,25 @@ location = /metrics {
 perl {
     my $live = 'nginx_throttle_zone_evictions_total{zone="small",state="live"}';
     my $drained = 'nginx_throttle_zone_evictions_total{zone="small",state="drained"}';
-    # short keys fill the zone (some are evicted live), then expire
-    # (200 ms each)
-    main::one_each('GET /a.txt', 'u', 300);
+    # short keys fill the zone's table (some are evicted live), then
+    # expire (200 ms each)
+    main::one_each('GET /a.txt', 'u', 1000);
     sleep 0.3;
     my $before = metrics();
-    # keys of another slab size need pages the short ones hold
+    # new keys take the slots of expired ones, in buckets no lookup has
+    # swept yet
     my $long = 'L' x 300;
     my $sent = main::one_each('GET /a.txt', $long, 10);
     my $m = metrics();
-    my $evicted = $m->{$drained} - $before->{$drained};
-    cmp_ok($evicted, '>', 0, "$name: $evicted expired keys evicted");
+    # lookups sweep the table a few buckets at a time: most expired keys
+    # are gone before a new key needs their slot, so how many count as
+    # drained evictions varies (said, not checked)
+    note("$name: " . ($m->{$drained} - $before->{$drained})
+         . ' expired keys evicted');
     is($m->{$live}, $before->{$live}, "$name: no live key evicted");
     my $answered = $m->{'nginx_throttle_requests_total{zone="small",result="passed"}'}
         + $m->{'nginx_throttle_requests_total{zone="small",result="error_allowed"}'};
-    is($answered, 310, "$name: 310 requests passed or let through on a full zone")
+    is($answered, 1010, "$name: 1010 requests passed or let through on a full zone")
         or diag(explain $sent);
 }
 

@@ -16,16 +16,17 @@
 use strict;
 use warnings;
 
-use List::Util qw(max min sum);
+use List::Util qw(sum);
 use Time::HiRes ();
 use Test::More;
+use Flood qw(wrk_path start_wrk finish_wrk wrk_figures funnel_bounds);
+use Processes qw(read_file);
 use RedisServer;
 use ThrottleTest;
 
 require_redis_module();
 
-chomp(my $wrk = `command -v wrk 2>/dev/null` // '');
-plan skip_all => 'wrk is not installed' unless $wrk;
+plan skip_all => 'wrk is not installed' unless wrk_path();
 
 my $RATE    = 50;
 my $BURST   = 10;
@@ -65,14 +66,9 @@ my $before = $redis->script_calls;
 my @out = run_wrk(@nodes);
 my $scripts = $redis->script_calls - $before;
 
-my ($requests, $rejected, $errors) = (0, 0, 0);
-for my $o (@out) {
-    $requests += $1 if $o =~ /(\d+) requests in/;
-    $rejected += $1 if $o =~ /Non-2xx or 3xx responses: (\d+)/;
-    $errors   += $1 + $2 + $3 + $4
-        if $o =~ /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/;
-}
-my $admitted = $requests - $rejected;
+my $fig = wrk_figures(@out);
+my ($requests, $errors) = @$fig{qw(requests errors)};
+my $admitted = $requests - $fig->{non2xx};
 my @all_latency = map { /Latency\s+(\S+)\s+\S+\s+(\S+)/ ? "avg $1 max $2" : () }
                   @out;
 ok($requests > 0, "the flood ran ($requests requests)")
@@ -82,7 +78,7 @@ is($errors, 0, 'no socket errors') or diag(join "\n", @out);
 # what each nginx logged of the admitted requests: when, and how long
 my (@at, @took);
 for my $n (@nodes) {
-    for (split /\n/, read_log($n, 'admitted.log')) {
+    for (split /\n/, read_file("$n->{prefix}/logs/admitted.log")) {
         my ($key, $at, $took) = split / /;
         next unless $key eq 'flood';
         push @at, $at;
@@ -100,9 +96,7 @@ $admitted = scalar @at;
 # last, admits burst+1 at once then one per emission interval: floor and
 # ceiling allow 0.1 s of the span's timing (the log's milliseconds, and
 # the time a flooded worker takes to answer)
-my $span = @at ? max(@at) - min(@at) : 0;
-my $ceiling = int($RATE * ($span + 0.1)) + $BURST + 1;
-my $floor   = int($RATE * ($span - 0.1)) + $BURST + 1;
+my ($floor, $ceiling, $span) = funnel_bounds($RATE, $BURST, \@at);
 cmp_ok($admitted, '<=', $ceiling, "admitted at most the ideal's ceiling");
 cmp_ok($admitted, '>=', $floor, "admitted at least the ideal's floor");
 
@@ -181,20 +175,9 @@ done_testing();
 # wrk on each nginx at once, $CONNS / 2 connections each; their outputs.
 sub run_wrk {
     my @envs = @_;
-    my @pipes;
-    for my $env (@envs) {
-        my $url = "http://127.0.0.1:$env->{port}/a.txt";
-        open my $fh, '-|', $wrk, '-t1', '-c' . int($CONNS / @envs),
-            "-d${SECONDS}s", '-H', 'X-Key: flood', $url
-            or die "wrk: $!";
-        push @pipes, $fh;
-    }
-    return map { local $/; my $o = readline $_; close $_; $o // '' } @pipes;
-}
-
-sub read_log {
-    my ($env, $name) = @_;
-    open my $fh, '<', "$env->{prefix}/logs/$name" or return '';
-    local $/;
-    return readline $fh;
+    return finish_wrk(map {
+        start_wrk(url => "http://127.0.0.1:$_->{port}/a.txt",
+                  connections => int($CONNS / @envs), seconds => $SECONDS,
+                  headers => ['X-Key: flood'])
+    } @envs);
 }

@@ -139,6 +139,34 @@ GET /a.txt => 429
 
 
 
+=== TEST 5a: making a local zone async is refused (its table keeps hashes, not the names the sync sends); the old configuration and state keep serving
+--- http_config
+throttle_zone k zone=z:1m rate=1r/m burst=1;
+--- config
+location / {
+    throttle zone=z;
+    add_header X-Gen 1 always;
+}
+--- requests
+GET /a.txt x2 => 200
+  X-Gen: 1
+--- reload_http_config
+throttle_redis main server=127.0.0.1:1 timeout=50ms;
+throttle_zone k zone=z:1m rate=1r/m burst=1 redis=main sync=async;
+--- reload_config
+location / {
+    throttle zone=z;
+    add_header X-Gen 2 always;
+}
+--- reload_fails
+~ \[emerg\] .*throttle_zone "z" changed to sync=async; rename the zone or change its size to start afresh
+--- requests_after_reload
+GET /a.txt => 429
+  X-Gen: 1
+  RateLimit: "z";r=0;t={120-}
+
+
+
 === TEST 6: a reload naming an unknown zone is refused; the old configuration keeps serving
 --- http_config
 throttle_zone k zone=z:1m rate=1r/m burst=1;

@@ -226,19 +226,21 @@ sub run_sequence {
 
     my $got = $settles->();
     is_deeply($got, \%want_settles, "$name: the settles counted, by result");
+    my %answers;
     for my $zone (@ZONES) {
         my $t = $tally{$zone};
         my $decided = ($t->{certain} // 0) + ($t->{either} // 0);
         note(sprintf '%s: %s', $zone,
              join ', ', map { "$_ $t->{$_}" } sort keys %$t);
-        # the test must be able to fail: most decisions were certain, and
-        # both answers came (a seed may give few of one: at 80 steps, 2
-        # refusals in a zone came once in CI)
+        # the test must be able to fail: most decisions were certain
         cmp_ok($t->{certain} // 0, '>=', 0.8 * $decided,
                "$name, $zone: most decisions certain (seed $SEED)");
-        cmp_ok($t->{200} // 0, '>=', 1, "$name, $zone: admitted some (seed $SEED)");
-        cmp_ok($t->{429} // 0, '>=', 1, "$name, $zone: refused some (seed $SEED)");
+        $answers{$_} += $t->{$_} // 0 for 200, 429;
     }
+    # and both answers came; in each zone, a seed may give few of one (at
+    # 80 steps, a zone decided 8 requests and refused none once in CI)
+    cmp_ok($answers{200}, '>=', 1, "$name: admitted some (seed $SEED)");
+    cmp_ok($answers{429}, '>=', 1, "$name: refused some (seed $SEED)");
 }
 
 require_redis_module();

@@ -1,10 +1,10 @@
 # SPDX-License-Identifier: BSD-2-Clause
 package ThrottleApi;
 
-# What the throttle_api tests (t/api.t, t/redis_api.t) call from their perl
-# steps: calls to the endpoint at /throttle, checks of its JSON answers,
-# and a property test of one key's budget shared by HTTP requests and API
-# calls.
+# What the throttle_api tests (t/api.t, t/redis_api.t, t/api_settle.t,
+# t/api_reset.t) call from their perl steps: calls to the endpoint at
+# /throttle, checks of its JSON answers, and a property test of one key's
+# budget shared by HTTP requests and API calls.
 
 use strict;
 use warnings;
@@ -15,7 +15,7 @@ use Test::More ();
 use ThrottleTest ();
 
 our @EXPORT_OK = qw(json_of api_get api_post answer_is error_is one_funnel
-                    settled_is reservation_of);
+                    settled_is reservation_of api_delete reset_is);
 
 sub request { ThrottleTest::Step::request(@_) }
 sub header  { ThrottleTest::Step::header(@_) }
@@ -45,6 +45,42 @@ sub api_post {
     my $res = request('POST /throttle', 'Content-Type' => 'application/json',
                       @headers, \$body);
     return ($res, json_of($name, $res));
+}
+
+# DELETE /throttle?QUERY (a reset), or, with $body (a string, or a
+# structure to encode), DELETE /throttle with it as a JSON body (QUERY
+# then goes too, if not empty).
+sub api_delete {
+    my ($name, $query, $body, @headers) = @_;
+    my $uri = '/throttle' . (length($query // '') ? "?$query" : '');
+    if (defined $body) {
+        $body = JSON::PP->new->utf8->canonical->encode($body) if ref $body;
+        unshift @headers, 'Content-Type' => 'application/json';
+        push @headers, \$body;
+    }
+    my $res = request("DELETE $uri", @headers);
+    return ($res, json_of($name, $res));
+}
+
+# Checks a reset's answer: 200, and {"reset":true,"checks":[{"zone":...,
+# "key":...,"status":"RESET","units_dropped":N}]}.
+sub reset_is {
+    my ($name, $res, $json, $zone, $key, $units_dropped) = @_;
+    json_200_is("$name: reset, $units_dropped units dropped", $res, $json, {
+        reset => JSON::PP::true,
+        checks => [ { zone => $zone, key => $key, status => 'RESET',
+                      units_dropped => $units_dropped } ] });
+}
+
+# A 200 whose JSON is exactly $want.
+sub json_200_is {
+    my ($name, $res, $json, $want) = @_;
+    Test::More::is($res->{status}, 200, "$name: status 200");
+    Test::More::is(header($res, 'Content-Type'), 'application/json',
+                   "$name: Content-Type");
+    return unless $json;
+    Test::More::is_deeply($json, $want, $name)
+        or Test::More::diag($res->{body});
 }
 
 my @FIELDS = qw(delay_ms key limit remaining reset_after_ms retry_after_ms
@@ -106,14 +142,9 @@ sub reservation_of {
 # order.
 sub settled_is {
     my ($name, $res, $json, @checks) = @_;
-    Test::More::is($res->{status}, 200, "$name: status 200");
-    Test::More::is(header($res, 'Content-Type'), 'application/json',
-                   "$name: Content-Type");
-    return unless $json;
-    Test::More::is_deeply($json, {
+    json_200_is("$name: settled", $res, $json, {
         settled => JSON::PP::true,
-        checks => [ map { { %$_, status => 'SETTLED' } } @checks ] },
-        "$name: settled") or Test::More::diag($res->{body});
+        checks => [ map { { %$_, status => 'SETTLED' } } @checks ] });
 }
 
 sub check_fields {

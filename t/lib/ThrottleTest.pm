@@ -77,12 +77,14 @@ The HTTP client; the process, port and file helpers shared with
 RedisServer; real Redis servers, fakes and the RESP client
 (F<t/lib/Processes.pm>, F<t/lib/RedisServer.pm>).
 
-=item Responses, RedisChecks, Clock
+=item Responses, RedisChecks, Clock, Flood
 
 Helpers shared by test files: readers of responses (C<hdr>,
 C<status_of>, C<count_statuses>, C<fmt_counts>), what Redis holds for a
 zone (C<async_key>, C<all_expire>), waits for the turn of the hour or
-minute (C<hour_guard>, C<minute_guard>). Each file's header says more.
+minute (C<hour_guard>, C<minute_guard>), floods (pipelined and forked
+clients, wrk, what one exact funnel admits of a flood). Each file's
+header says more.
 
 =back
 

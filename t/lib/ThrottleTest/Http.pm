@@ -172,20 +172,35 @@ sub http_read {
     return $res;
 }
 
-# One request on its own connection; the response has {elapsed} (seconds,
-# connect to last byte).
+# Waits, at most $TIMEOUT, until nginx closes $sock. nginx runs a
+# request's log phase (access log lines, settle=, the end of a flight)
+# before it closes a Connection: close connection, so a client that waits
+# for the close sees that work done before its next request; without the
+# wait, a worker held off the CPU after its last byte could log after the
+# next request's worker did.
+sub wait_for_close {
+    my ($sock) = @_;
+    my $sel = IO::Select->new($sock);
+    my $deadline = time + $TIMEOUT;
+    while ((my $left = $deadline - time) > 0) {
+        last unless $sel->can_read($left);
+        my $r = sysread $sock, my $ignored, 65536;
+        last unless $r;    # EOF, or an error such as a reset
+    }
+}
+
+# One request on its own connection, waiting for nginx to close it; the
+# response has {elapsed} (seconds, connect to last byte).
 sub one_request {
     my ($env, $req) = @_;
     my $t0 = time;
-    my $sock = connect_to($env);
-    my $res;
-    if ($sock) {
-        $res = http_exchange($sock, $req, 0);
-        close $sock;
-    } else {
-        $res = no_response("connect to 127.0.0.1:$env->{port}: $!");
-    }
+    my $sock = connect_to($env)
+        or return { %{ no_response("connect to 127.0.0.1:$env->{port}: $!") },
+                    elapsed => time - $t0 };
+    my $res = http_exchange($sock, $req, 0);
     $res->{elapsed} = time - $t0;
+    wait_for_close($sock) unless $res->{error};
+    close $sock;
     return $res;
 }
 

@@ -32,7 +32,10 @@ The requests to send, in order, and what each must get back:
                                        less than SECONDS
     keepalive {                        the requests up to "}" go on ONE
       ...                              connection (Connection: keep-alive);
-    }                                  otherwise each has its own
+    }                                  otherwise each has its own, and
+                                       the next request waits until
+                                       nginx has closed it (the log
+                                       phase done)
     sleep SECONDS                      pause (keep it short)
     perl: CODE                         Perl run between requests (see
                                        ThrottleTest::Step)
