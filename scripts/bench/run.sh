@@ -136,13 +136,14 @@ DENSITY=$OUT/density.jsonl
 REDIS_DIR=$OUT/redis
 
 ALL_CONFIGS="none limit_req throttle_pass throttle_pass_authorized
-    throttle_pass_delay throttle_pass_settle concurrent_pass
+    throttle_pass_delay throttle_pass_settle throttle_pass_plans concurrent_pass
     throttle_pass_noheaders throttle_pass_no_counters throttle_pass_scraped
     api_pass strict_pass strict_api_pass strict_pass_settle
     strict_concurrent_pass
     throttle_reject strict_reject strict_flooded_key
     throttle_pass_hot async_pass_hot
-    throttle_pass_distinct async_pass_distinct
+    throttle_pass_distinct limit_req_distinct async_pass_distinct
+    throttle_pass_million
     fixed_window_pass sliding_window_pass sliding_log_pass
     strict_fixed_window_pass strict_sliding_window_pass
     strict_sliding_log_pass strict_pass_distinct cluster_strict_pass
@@ -194,6 +195,13 @@ done
 
 # start_redis_cluster, cluster_seeds, stop_redis_cluster (and CLUSTER_PORTS)
 . "$BENCH/redis_cluster.sh"
+# redis_counters, redis_ports_of, redis_settle, per_node_difference
+. "$BENCH/run_redis.sh"
+# location_of, port_of, query_of, start_bench_nginx, check,
+# check_locations, zone_requests, tp_passed, check_counters
+. "$BENCH/run_nginx.sh"
+# run_wrk, start_scraper, stop_scraper (and SCRAPER_PID), keys_of
+. "$BENCH/run_wrk.sh"
 
 cleanup() {
     local f
@@ -230,84 +238,6 @@ REDIS_VERSION=$(redis_version)
 CLUSTER_MASTERS=3
 start_redis_cluster "$CLUSTER_MASTERS" "$REDIS_DIR/cluster"
 
-# Reads the counters of the Redis on each port given (default: the single
-# Redis), summed over them, into RC_TOTAL (commands processed, from INFO
-# stats: commands run inside scripts included), RC_INFO (INFO calls),
-# RC_SCRIPTS (EVALSHA + EVAL calls run), RC_NESTED (calls of the commands
-# scripts run: TIME, GET, SET, DEL; the window algorithms' HMGET, HSET,
-# HINCRBY, PEXPIRE; sliding_log's ZREMRANGEBYSCORE, ZCARD, ZADD, ZRANGE,
-# ZREM) and RC_GETS (GET calls: one per key in a sync script), from INFO
-# commandstats. INFO does not count itself in the figures it reports, so
-# the INFO calls between two readings are the difference of RC_INFO.
-# For a cluster, also RC_REJECTED (EVALSHA + EVAL a master received but
-# did not run: rejected_calls, a MOVED or ASK redirection, not in
-# RC_TOTAL), RC_ASKING (ASKING calls: one per ASK followed), RC_MOVED and
-# RC_ASK (INFO errorstats: MOVED and ASK replies sent), RC_MAP_READS
-# (CLUSTER SLOTS and CLUSTER SHARDS calls: the slot map read) and
-# RC_BY_NODE (EVALSHA + EVAL run on each port, in order, "/" between them).
-redis_counters() {
-    local port info=
-    for port in "${@:-$REDIS_PORT}"; do
-        info+="port:$port"$'\n'
-        info+=$("$REDIS_CLI" -h 127.0.0.1 -p "$port" \
-                INFO stats commandstats errorstats) \
-            || die "redis-cli INFO failed on port $port; see $REDIS_DIR/"
-        info+=$'\n'
-    done
-    read -r RC_TOTAL RC_INFO RC_SCRIPTS RC_NESTED RC_GETS RC_REJECTED \
-        RC_ASKING RC_MOVED RC_ASK RC_MAP_READS RC_BY_NODE < <(tr -d '\r' <<<"$info" \
-        | awk -F'[:,=]' '
-            $1 == "port"                             { node++ }
-            $1 == "total_commands_processed"        { total += $2; seen++ }
-            $1 == "cmdstat_info"                     { info += $3 }
-            $1 == "cmdstat_evalsha" || $1 == "cmdstat_eval" {
-                scripts += $3; by_node[node] += $3; rejected += $9 }
-            $1 ~ /^cmdstat_(time|get|set|del|hmget|hset|hincrby|pexpire|zremrangebyscore|zcard|zadd|zrange|zrem)$/ { nested += $3 }
-            $1 == "cmdstat_get"                      { gets += $3 }
-            $1 == "cmdstat_asking"                   { asking += $3 }
-            $1 == "errorstat_MOVED"                  { moved += $3 }
-            $1 == "errorstat_ASK"                    { ask += $3 }
-            $1 == "cmdstat_cluster|slots" || $1 == "cmdstat_cluster|shards" {
-                map_reads += $3 }
-            END {
-                if (seen != node) exit 1
-                for (i = 1; i <= node; i++)
-                    nodes = nodes (i > 1 ? "/" : "") (by_node[i] + 0)
-                printf "%d %d %d %d %d %d %d %d %d %d %s\n", total, info,
-                       scripts, nested, gets, rejected, asking, moved, ask,
-                       map_reads, nodes }') \
-        || die "no total_commands_processed in INFO stats"
-}
-
-# The ports of the Redis whose counters a configuration's row reads.
-redis_ports_of() {
-    case $1 in
-        cluster_*) echo "${CLUSTER_PORTS[*]}" ;;
-        *)         echo "$REDIS_PORT" ;;
-    esac
-}
-
-# Async zones send what they charged at their next sync (every 100ms), and
-# each key once more a sync later: after an async run, waits 0.3 s, then
-# until Redis has processed nothing but INFO for 0.3 s (at most 6 s more),
-# and leaves the counters read last in RC_*. So the syncs of a run count
-# in its row, and none of them lands in the next row's counters. The ports
-# of the Redis to watch follow $1 (default: the single Redis).
-redis_settle() {
-    local what=$1 last i
-    shift
-    sleep 0.3
-    redis_counters "$@"
-    for i in $(seq 20); do
-        last=$((RC_TOTAL - RC_INFO))
-        sleep 0.3
-        redis_counters "$@"
-        [ $((RC_TOTAL - RC_INFO)) -eq "$last" ] && return 0
-    done
-    echo "bench: note: Redis still busy 6 s after $what; its counters" \
-         "are read anyway"
-}
-
 # --- the nginx under test ---------------------------------------------------
 
 PORT=$(free_port)
@@ -319,310 +249,16 @@ else
     AFFINITY="# worker_cpu_affinity: not set"
 fi
 
-# The location a configuration's row measures, and the port of the nginx
-# that serves it: the two metrics rows measure throttle_pass's.
-location_of() {
-    case $1 in
-        throttle_pass_no_counters|throttle_pass_scraped) echo throttle_pass ;;
-        *) echo "$1" ;;
-    esac
-}
-port_of() {
-    case $1 in
-        throttle_pass_no_counters) echo "$PORT_NO_COUNTERS" ;;
-        *) echo "$PORT" ;;
-    esac
-}
-# The query string of a row's requests: the decision endpoint's check.
-query_of() {
-    case $1 in
-        api_pass)        echo "?zone=ap&key=bench" ;;
-        strict_api_pass) echo "?zone=sap&key=bench" ;;
-    esac
-}
-
-# Renders scripts/bench/nginx.conf.in into prefix $1 with module $2 and port $3,
-# and starts that nginx.
-start_bench_nginx() {
-    local prefix=$1 module=$2 port=$3 c
-    sed -e "s|@MODULE@|$module|g" -e "s|@WORKERS@|$WORKERS|g" \
-        -e "s|@AFFINITY@|$AFFINITY|g" \
-        -e "s|@REDIS_PORT@|$REDIS_PORT|g" \
-        -e "s|@CLUSTER_SEEDS@|$(cluster_seeds)|g" \
-        -e "s|@PORT@|$port|g" "$BENCH/nginx.conf.in" >"$prefix/conf/nginx.conf"
-    for c in $ALL_CONFIGS; do
-        # a small static file per location (every one: the checks below
-        # visit them all, whichever are measured)
-        c=$(location_of "$c")
-        printf '{"ok":true}\n' >"$prefix/html/$c"
-        chmod 644 "$prefix/html/$c"
-    done
-    "$NGINX_BIN" -p "$prefix/" -c conf/nginx.conf -e logs/error.log -t -q \
-        || die "nginx -t failed for $prefix/conf/nginx.conf"
-    "$NGINX_BIN" -p "$prefix/" -c conf/nginx.conf -e logs/error.log
-    wait_http "$port" none || die "nginx did not answer; see $prefix/logs/error.log"
-}
 start_bench_nginx "$PREFIX" "$MODULE" "$PORT"
 [ -z "$NO_COUNTERS" ] \
     || start_bench_nginx "$PREFIX_NO_COUNTERS" "$NO_COUNTERS_MODULE" "$PORT_NO_COUNTERS"
 
-# Every location must answer as intended before anything is measured.
-check() {
-    local path=$1 want=$2 got
-    got=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/$path")
-    [ "$got" = "$want" ] || die "/$path answered $got, expected $want"
-}
-for c in none limit_req throttle_pass throttle_pass_authorized \
-         throttle_pass_delay throttle_pass_settle concurrent_pass \
-         throttle_pass_noheaders \
-         "api_pass$(query_of api_pass)" \
-         "throttle_pass_hot?k=1" "throttle_pass_distinct?k=1" \
-         fixed_window_pass sliding_window_pass sliding_log_pass \
-         strict_fixed_window_pass strict_sliding_window_pass \
-         strict_sliding_log_pass; do
-    check "$c" 200
-done
-check throttle_reject 200   # the one request a day
-check throttle_reject 429
-redis_counters
-calls_before=$RC_SCRIPTS
-check strict_pass 200
-check strict_pass_settle 200
-check strict_concurrent_pass 200
-check "strict_api_pass$(query_of strict_api_pass)" 200
-check strict_reject 200     # the one request a day, granted by Redis
-check strict_reject 429     # refused by Redis, which fills the denial cache
-check strict_flooded_key 200  # the key's first request
-redis_counters
-# at least 4 (a first EVALSHA answered NOSCRIPT is followed by an EVAL)
-[ $((RC_SCRIPTS - calls_before)) -ge 4 ] \
-    || die "the strict locations sent $((RC_SCRIPTS - calls_before))" \
-           "EVALSHA/EVAL to Redis for 4 requests, expected at least 4"
-check "strict_pass_distinct?k=1" 200
-# the cluster's strict locations: one key, and keys whose slots fall on
-# every master (12 keys: the map is read at nginx's start, so they are
-# sent to their masters at once)
-redis_counters "${CLUSTER_PORTS[@]}"
-calls_before=$RC_SCRIPTS
-check cluster_strict_pass 200
-for k in $(seq 12); do
-    check "cluster_strict_pass_distinct?k=$k" 200
-done
-redis_counters "${CLUSTER_PORTS[@]}"
-[ $((RC_SCRIPTS - calls_before)) -ge 13 ] \
-    || die "the cluster's strict locations ran $((RC_SCRIPTS - calls_before))" \
-           "EVALSHA/EVAL on the masters for 13 requests, expected at least" \
-           "13; see $PREFIX/logs/error.log"
-[[ "/$RC_BY_NODE/" != */0/* ]] \
-    || die "a master of the cluster ran no script for 13 requests" \
-           "(EVALSHA/EVAL per master: $RC_BY_NODE)"
-# the async locations answer at once (with RateLimit-Policy, as every
-# limited request: the keyed rows with ?k=), and their next sync reaches
-# Redis
-redis_counters
-calls_before=$RC_SCRIPTS
-check "async_pass_hot?k=1" 200
-check "async_pass_distinct?k=1" 200
-for c in throttle_pass "throttle_pass_hot?k=2" "async_pass_hot?k=2" \
-         "throttle_pass_distinct?k=2" "async_pass_distinct?k=2"; do
-    headers=$(curl -s -D - -o /dev/null "http://127.0.0.1:$PORT/$c")
-    grep -qi '^RateLimit-Policy:' <<<"$headers" \
-        || die "/$c sent no RateLimit-Policy"
-done
-redis_settle "the async checks"
-# one sync per zone, and the same keys once more (the first EVALSHA of a
-# fresh Redis is answered NOSCRIPT and followed by an EVAL)
-[ $((RC_SCRIPTS - calls_before)) -ge 2 ] \
-    || die "the async locations sent $((RC_SCRIPTS - calls_before))" \
-           "EVALSHA/EVAL to Redis after a request each, expected at least" \
-           "2 (one sync per zone); see $PREFIX/logs/error.log"
-redis_counters "${CLUSTER_PORTS[@]}"
-calls_before=$RC_SCRIPTS
-check "cluster_async_pass_hot?k=1" 200
-redis_settle "the cluster's async check" "${CLUSTER_PORTS[@]}"
-[ $((RC_SCRIPTS - calls_before)) -ge 1 ] \
-    || die "the cluster's async location had no sync run on the masters" \
-           "after a request; see $PREFIX/logs/error.log"
-headers=$(curl -s -D - -o /dev/null "http://127.0.0.1:$PORT/throttle_pass_noheaders")
-if grep -qi '^RateLimit' <<<"$headers"; then
-    die "/throttle_pass_noheaders sent RateLimit headers"
-fi
-
-# The requests zone $2 counted with result $3, from the /metrics of the
-# nginx on port $1.
-zone_requests() {
-    local text
-    text=$(curl -sf "http://127.0.0.1:$1/metrics") \
-        || die "/metrics on port $1 did not answer 200"
-    awk -v series="nginx_throttle_requests_total{zone=\"$2\",result=\"$3\"}" '
-         $1 == series { print $2; found = 1 }
-         END { exit !found }' <<<"$text" \
-        || die "/metrics on port $1 has no $3 requests of zone $2"
-}
-tp_passed() {
-    zone_requests "$1" tp passed
-}
-# The first nginx counts (the checks above passed throttle_pass at least
-# twice); the second, the same requests later, counts nothing: its row
-# measures the module without counters, as it claims.
-[ "$(tp_passed "$PORT")" -ge 2 ] \
-    || die "/metrics counted $(tp_passed "$PORT") passed requests of" \
-           "throttle_pass, expected at least 2"
-if [ -n "$NO_COUNTERS" ]; then
-    for i in 1 2 3; do
-        got=$(curl -s -o /dev/null -w '%{http_code}' \
-              "http://127.0.0.1:$PORT_NO_COUNTERS/throttle_pass")
-        [ "$got" = 200 ] || die "/throttle_pass of the nginx without" \
-                                "counters answered $got, expected 200"
-    done
-    [ "$(tp_passed "$PORT_NO_COUNTERS")" = 0 ] \
-        || die "the module without counters ($NO_COUNTERS_MODULE) counted" \
-               "$(tp_passed "$PORT_NO_COUNTERS") passed requests, expected 0"
-fi
+# Every location must answer as intended, and the counters count as
+# claimed, before anything is measured.
+check_locations
+check_counters
 
 # --- throughput and latency -------------------------------------------------
-
-# Runs wrk once; appends "config round req/s p99_ms non2xx errors requests
-# redis_scripts redis_cmds redis_other redis_gets redis_rejected
-# redis_asking redis_moved redis_ask redis_map_reads redis_by_node" to
-# $RUNS. For the
-# strict_*, async_* and cluster_* runs the Redis figures are differences of
-# Redis's counters around the run (summed over the masters for cluster_*;
-# for async ones, until their last syncs have landed: redis_settle):
-# EVALSHA + EVAL calls run; all commands processed but the INFO calls
-# reading them (which includes the TIME, GET and SET run inside each
-# script); the commands that are none of these nor slot map reads
-# (nothing else talks to these Redis: 0 unless the module sends something
-# besides its scripts); the GET calls (in a sync script, one per key
-# synced); the scripts received but not run (redirected), the ASKING
-# calls, the MOVED and ASK replies, the slot map reads (CLUSTER SLOTS or
-# SHARDS), and the scripts run on each master ("/" between them). "-" for other runs. The *_hot and *_distinct runs
-# send their keys with scripts/bench/keys.lua. Then "scrapes scraper_cpu_s": for
-# throttle_pass_scraped, the scrapes of /metrics made from just before wrk
-# started to just after it ended, and the CPU seconds the scraper used in
-# that time; "-" for other runs.
-run_wrk() {
-    local config=$1 round=$2 duration=$3 raw ports
-    local before=() cmds redis="-\t-\t-\t-\t-\t-\t-\t-\t-\t-" script=() args=()
-    local scraped="-\t-"
-    raw=$RAW/$config.$round.txt
-    read -r -a ports <<<"$(redis_ports_of "$config")"
-    case $config in *_hot|*_distinct)
-        script=(-s "$BENCH/keys.lua")
-        args=(-- "$(keys_of "$config")")
-        ;;
-    esac
-    case $config in strict_*|async_*|cluster_*)
-        redis_counters "${ports[@]}"
-        before=("$RC_TOTAL" "$RC_INFO" "$RC_SCRIPTS" "$RC_NESTED" "$RC_GETS"
-                "$RC_REJECTED" "$RC_ASKING" "$RC_MOVED" "$RC_ASK"
-                "$RC_MAP_READS" "$RC_BY_NODE")
-        ;;
-    esac
-    [ "$config" != throttle_pass_scraped ] || start_scraper "$RAW/$config.$round.scrape.txt"
-    $WRK_PIN wrk -t"$THREADS" -c"$CONNECTIONS" -d"${duration}s" --latency \
-        "${script[@]}" "http://127.0.0.1:$(port_of "$config")/$(location_of "$config")$(query_of "$config")" \
-        "${args[@]}" >"$raw" 2>&1 \
-        || die "wrk failed, see $raw"
-    if [ "$config" = throttle_pass_scraped ]; then
-        stop_scraper "$RAW/$config.$round.scrape.txt" "$config (round $round)"
-        scraped=$(printf '%d\t%s' "$SCRAPES" "$SCRAPER_CPU")
-    fi
-    case $config in
-        strict_*|cluster_strict_*)
-            # requests cut off when wrk stopped may still have a command
-            # on its way: let Redis see it before reading the counters
-            sleep 0.2
-            redis_counters "${ports[@]}"
-            ;;
-        async_*|cluster_async_*)
-            redis_settle "$config (round $round)" "${ports[@]}"
-            ;;
-    esac
-    if [ ${#before[@]} -gt 0 ]; then
-        cmds=$((RC_TOTAL - before[0] - (RC_INFO - before[1])))
-        redis=$(printf '%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s' \
-                $((RC_SCRIPTS - before[2])) "$cmds" \
-                $((cmds - (RC_SCRIPTS - before[2]) - (RC_NESTED - before[3]) \
-                  - (RC_MAP_READS - before[9]))) \
-                $((RC_GETS - before[4])) $((RC_REJECTED - before[5])) \
-                $((RC_ASKING - before[6])) $((RC_MOVED - before[7])) \
-                $((RC_ASK - before[8])) $((RC_MAP_READS - before[9])) \
-                "$(per_node_difference "${before[10]}" "$RC_BY_NODE")")
-    fi
-    [ "$round" = warmup ] && return 0
-    awk -v config="$config" -v round="$round" -v redis="$redis" \
-        -v scraped="$scraped" '
-        function ms(v) {
-            if (v ~ /us$/) return v / 1000
-            if (v ~ /ms$/) return v + 0
-            if (v ~ /m$/)  return v * 60000
-            if (v ~ /s$/)  return v * 1000
-            return v
-        }
-        $1 == "99%"                     { p99 = ms($2) }
-        /requests in/                   { requests = $1 }
-        /^Requests\/sec:/               { rps = $2 }
-        /Non-2xx or 3xx responses:/     { non2xx = $NF }
-        /Socket errors:/ {
-            gsub(/,/, "")
-            errors = $4 + $6 + $8 + $10
-        }
-        END {
-            if (rps == "" || p99 == "") exit 1
-            printf "%s\t%s\t%s\t%.3f\t%d\t%d\t%d\t%s\t%s\n", config, round,
-                   rps, p99, non2xx, errors, requests, redis, scraped
-        }' "$raw" >>"$RUNS" || die "could not parse $raw"
-}
-
-# Starts scripts/bench/scrape.py on the first nginx's /metrics, writing to
-# $1, and returns once it has had its first answer: the scraping is under
-# way before wrk starts.
-SCRAPER_PID=
-start_scraper() {
-    local out=$1 i
-    rm -f "$out.ready"
-    "$PYTHON" "$BENCH/scrape.py" --port "$PORT" --path /metrics \
-        --interval 0.1 --ready "$out.ready" >"$out" 2>&1 &
-    SCRAPER_PID=$!
-    for i in $(seq 50); do
-        [ -e "$out.ready" ] && return 0
-        kill -0 "$SCRAPER_PID" 2>/dev/null || break
-        sleep 0.1
-    done
-    die "the scraper of /metrics did not start scraping; see $out"
-}
-
-# Stops the scraper, which wrote to $1 during the run $2; fails if it
-# failed or made no scrape. Leaves what it printed in SCRAPES and
-# SCRAPER_CPU.
-stop_scraper() {
-    local out=$1 run=$2 pid=$SCRAPER_PID
-    SCRAPER_PID=
-    kill -TERM "$pid"
-    wait "$pid" || die "the scraper of /metrics failed during $run: $(cat "$out")"
-    rm -f "$out.ready"
-    read -r SCRAPES SCRAPER_CPU <"$out" || true
-    [[ ${SCRAPES:-} =~ ^[0-9]+$ ]] && [ "$SCRAPES" -gt 0 ] \
-        || die "no scrape of /metrics during $run; see $out"
-}
-
-# "a/b/c" less "x/y/z", term by term: what each master ran in between.
-per_node_difference() {
-    awk -v before="$1" -v after="$2" 'BEGIN {
-        n = split(before, b, "/"); split(after, a, "/")
-        for (i = 1; i <= n; i++)
-            printf "%s%d", (i > 1 ? "/" : ""), a[i] - b[i]
-        printf "\n" }'
-}
-
-# The number of distinct keys a keyed row's requests cycle over.
-keys_of() {
-    case $1 in
-        *_hot)      echo "$HOT_KEYS" ;;
-        *_distinct) echo "$DISTINCT_KEYS" ;;
-    esac
-}
 
 # which run the report describes
 RUN_DATE=$(date -u '+%Y-%m-%d %H:%M UTC')
@@ -679,7 +315,6 @@ if [[ " ${CONFIGS[*]} " == *" throttle_pass_delay "* ]]; then
 fi
 stop_nginx "$PREFIX/logs/nginx.pid"
 stop_nginx "$PREFIX_NO_COUNTERS/logs/nginx.pid"
-stop_redis
 stop_redis_cluster
 # Redis failures (timeouts, error replies) are logged at "error"
 NGINX_ERRORS=$(grep -cE '\[(error|crit|alert|emerg)\]' "$PREFIX/logs/error.log" || true)
@@ -714,17 +349,32 @@ fi
 
 : >"$DENSITY"
 if [ -n "$DENSITY_SIZES" ]; then
-    echo "bench: keys per MiB (16-byte keys), zone sizes: $DENSITY_SIZES"
+    echo "bench: keys per MiB, zone sizes: $DENSITY_SIZES; keys of 16 and 200 bytes"
     DPORT=$(free_port)
+    # every algorithm in every mode it has (strict and async on the bench's
+    # Redis, which density.py flushes), and limit_req
     for size in $DENSITY_SIZES; do
-        for kind in throttle limit_req; do
-            "$PYTHON" "$BENCH/density.py" --nginx "$NGINX_BIN" \
-                --module "$MODULE" --prefix "$OUT/density/$kind-$size" \
-                --port "$DPORT" --kind "$kind" --size "$size" \
-                | tee -a "$DENSITY" | sed 's/^/  /'
+        for len in 16 200; do
+            for am in gcra:local gcra:strict gcra:async \
+                      fixed_window:local fixed_window:strict fixed_window:async \
+                      sliding_window:local sliding_window:strict \
+                      sliding_window:async sliding_log:local sliding_log:strict \
+                      limit_req; do
+                case $am in
+                    limit_req) args=(--kind limit_req) ;;
+                    *) args=(--kind throttle --algorithm "${am%%:*}"
+                             --mode "${am#*:}" --redis-port "$REDIS_PORT") ;;
+                esac
+                "$PYTHON" "$BENCH/density.py" --nginx "$NGINX_BIN" \
+                    --module "$MODULE" --prefix "$OUT/density/${am/:/-}-$len-$size" \
+                    --port "$DPORT" --size "$size" --key-len "$len" "${args[@]}" \
+                    | tee -a "$DENSITY" | sed 's/^/  /'
+            done
         done
     done
 fi
+# (the density probe's strict and async zones used it)
+stop_redis
 
 # --- report -----------------------------------------------------------------
 
