@@ -48,7 +48,7 @@ TEST_JOBS   ?= 2
 BUILD_DEPS  := build-essential cmake nginx nginx-dev libssl-dev libpcre2-dev \
                zlib1g-dev libhiredis-dev rapidjson-dev
 TEST_DEPS   := $(BUILD_DEPS) googletest libgtest-dev perl libtest-base-perl \
-               curl redis-server redis-tools openssl prometheus python3
+               curl redis-server redis-tools openssl prometheus python3 wrk
 DEMO_DEPS   := $(BUILD_DEPS) curl redis-server redis-tools python3
 BENCH_DEPS  := $(BUILD_DEPS) wrk curl python3 redis-server redis-tools
 ACCURACY_DEPS := $(BUILD_DEPS) python3 redis-server redis-tools gnuplot-nox
