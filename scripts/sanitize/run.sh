@@ -25,12 +25,11 @@
 # the module allocates by, its own frame is within the first 6 (the
 # deepest: malloc, CRYPTO_malloc, CRYPTO_zalloc, SSL_new,
 # ngx_ssl_create_connection, ours), and the walk's own frames take two of
-# the 10. Walking all 30 of the default made every malloc slow enough to
+# the 10. Walking all 30 of the default makes every malloc slow enough to
 # put some tests' first requests (a TLS handshake) past their 50 ms Redis
-# timeouts in a second, uncounted pass that this one replaces; with 8, a
-# whole pass took 439 s against 441 s walked by frame pointers. Step 1
-# checks that a leak through ngx_alloc still names its module: with 4
-# frames it does not.
+# timeouts; with 8, a whole pass took as long as one walked by frame
+# pointers (439 s and 441 s). Step 1 checks that a leak through ngx_alloc
+# still names its module: with 4 frames it does not.
 #
 # The reports are written as the user of nginx's workers (nobody), into a
 # directory anyone may write to (mode 1777), and kept in $BUILD/reports.
